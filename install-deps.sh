@@ -1,0 +1,14 @@
+#!/bin/sh
+# Installs the Debian packages weft needs to build, test and benchmark. Idempotent; run as root.
+set -e
+PKGS="build-essential pkg-config clang libhwloc-dev libcriterion-dev openmpi-bin libopenmpi-dev iproute2 procps"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "install-deps: installing$missing"
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q $missing

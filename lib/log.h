@@ -1,0 +1,42 @@
+/* Logging and error reporting. WEFT_DEBUG=WARN|INFO|TRACE, WEFT_DEBUG_SUBSYS=INIT,COLL,...
+ * Lines start "host:pid:tid [rank] WEFT". */
+#ifndef WEFT_LOG_H_
+#define WEFT_LOG_H_
+
+#include <stdarg.h>
+#include "weft.h"
+
+enum weftLogLevel { WEFT_LOG_NONE = 0, WEFT_LOG_WARN = 1, WEFT_LOG_INFO = 2, WEFT_LOG_TRACE = 3 };
+
+enum weftSubsys {
+  WEFT_INIT = 1u << 0, WEFT_COLL = 1u << 1, WEFT_BOOT = 1u << 2, WEFT_TOPO = 1u << 3,
+  WEFT_TUNE = 1u << 4, WEFT_SHM = 1u << 5, WEFT_TCP = 1u << 6, WEFT_IB = 1u << 7,
+  WEFT_IPC = 1u << 8, WEFT_ENV = 1u << 9, WEFT_ALL = ~0u
+};
+
+extern int weftLogLevel; /* -1 until the environment is read */
+void weftLogInit(void);
+void weftLogWrite(int level, unsigned subsys, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+int weftLogEnabled(int level, unsigned subsys);
+/* The rank printed in log lines of this thread (-1: none yet). */
+void weftLogSetRank(int rank);
+
+#define WEFT_LOG(level, subsys, ...)                                         \
+  do {                                                                       \
+    if (weftLogLevel != 0 && weftLogEnabled((level), (subsys)))              \
+      weftLogWrite((level), (subsys), __FILE__, __LINE__, __VA_ARGS__);      \
+  } while (0)
+#define WARN(...) WEFT_LOG(WEFT_LOG_WARN, WEFT_ALL, __VA_ARGS__)
+#define INFO(subsys, ...) WEFT_LOG(WEFT_LOG_INFO, (subsys), __VA_ARGS__)
+#define TRACE(subsys, ...) WEFT_LOG(WEFT_LOG_TRACE, (subsys), __VA_ARGS__)
+
+/* Records the message as this thread's last error, logs it once at WARN, returns rc.
+ * Call it at the first place that detects an error; callers above only propagate. */
+weftResult_t weftSetError(weftResult_t rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Same, with ": <strerror(err)>" appended. */
+weftResult_t weftSetSysError(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *weftThreadLastError(void);
+void weftClearThreadError(void);
+
+#endif
