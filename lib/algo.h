@@ -1,0 +1,39 @@
+/* The algorithm interface: one file per algorithm in algorithms/, one exported ops table,
+ * registered in lib/registry.c. Algorithms are written against lib/prims.h (or a shared
+ * host segment) and never name a transport. */
+#ifndef WEFT_ALGO_H_
+#define WEFT_ALGO_H_
+
+#include <stddef.h>
+#include "weft.h"
+
+struct weftComm;
+
+/* One AllReduce call as the algorithms see it: arguments already validated. */
+struct weftCollArgs {
+  const void *sendbuff;
+  void *recvbuff;
+  size_t count;
+  size_t bytes;
+  weftDataType_t type;
+  weftRedOp_t op;
+  uint64_t seq; /* operation sequence number of this communicator */
+};
+
+struct weftAlgoOps {
+  size_t size;      /* sizeof(struct weftAlgoOps) */
+  const char *name; /* WEFT_ALGO key and log tag */
+  /* Collective over the communicator (every rank calls it, in registry order). Sets *state to
+   * NULL, with the reason in why, when the algorithm cannot run on this communicator. */
+  weftResult_t (*init)(struct weftComm *comm, void **state, char *why, size_t whyLen);
+  /* Predicted time in microseconds of one AllReduce of `bytes` on this communicator. Pure:
+   * every rank computes the same value, so every rank picks the same algorithm. */
+  double (*cost)(void *state, const struct weftComm *comm, size_t bytes);
+  /* Runs one AllReduce; returns when recvbuff holds the result. */
+  weftResult_t (*allReduce)(void *state, struct weftComm *comm, const struct weftCollArgs *args);
+  weftResult_t (*finalize)(void *state);
+};
+
+extern const struct weftAlgoOps *const weftAlgos[];
+
+#endif

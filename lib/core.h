@@ -1,0 +1,80 @@
+/* The communicator and what every layer of the library shares about it. */
+#ifndef WEFT_CORE_H_
+#define WEFT_CORE_H_
+
+#include <stdint.h>
+#include "weft.h"
+#include "transport.h"
+#include "algo.h"
+
+#define WEFT_MAX_TRANSPORTS 8
+#define WEFT_MAX_ALGOS 8
+#define WEFT_COMM_MAGIC 0x7765667443306d6dULL /* "weftC0mm" */
+
+struct weftBootstrap;
+
+/* A ring of connections: send to the next rank, receive from the previous one. */
+struct weftRing {
+  int prev, next; /* ranks */
+  int index;      /* my position in order[] */
+  int *order;     /* ranks in ring order */
+  struct weftConn send, recv;
+};
+
+struct weftComm {
+  uint64_t magic;
+  int rank, nranks;
+  int localRank, nLocalRanks; /* among ranks with my hostHash */
+  int *localRanks;            /* ranks of my host, ascending */
+  int nHosts;
+  struct weftPeerInfo *peers; /* indexed by rank */
+  struct weftBootstrap *boot;
+
+  int64_t timeoutMs;
+  int spinIters;  /* busy polls before a wait yields; 0 when ranks outnumber cores */
+  int yieldIters; /* yields before a wait sleeps */
+  uint64_t opSeq; /* collectives started on this communicator */
+
+  void *transportState[WEFT_MAX_TRANSPORTS];
+  struct weftRing ring;
+
+  void *algoState[WEFT_MAX_ALGOS];
+  int forcedAlgo; /* index in weftAlgos, -1 = the tuner decides */
+
+  char lastError[1024];
+};
+
+/* The number of entries in the NULL-terminated registries. */
+int weftTransportCount(void);
+int weftAlgoCount(void);
+
+/* Topology (lib/topo.c). */
+weftResult_t weftTopoFillPeerInfo(struct weftPeerInfo *me, int rank);
+int weftTopoCpuCount(void);
+
+/* Transports of a communicator, and ring setup and teardown (lib/connect.c). */
+weftResult_t weftTransportsInit(struct weftComm *comm);
+void weftTransportsFinalize(struct weftComm *comm);
+weftResult_t weftRingConnect(struct weftComm *comm);
+void weftRingClose(struct weftComm *comm);
+
+/* Tuner (lib/tune.c): the algorithm for one AllReduce of `bytes`. */
+int weftTuneChoose(struct weftComm *comm, size_t bytes);
+weftResult_t weftTuneInit(struct weftComm *comm);
+
+/* Argument checks at the API boundary (lib/argcheck.c). Each fills the thread's last error. */
+weftResult_t weftCheckComm(const struct weftComm *comm, const char *api);
+weftResult_t weftCheckCollArgs(const void *sendbuff, const void *recvbuff, size_t count,
+                               weftDataType_t type, weftRedOp_t op, size_t *bytes);
+weftResult_t weftCommRegisterLive(const struct weftComm *comm);
+void weftCommUnregisterLive(const struct weftComm *comm);
+/* Whether comm is a live communicator of this process (use-after-destroy detection). */
+int weftCommIsLive(const struct weftComm *comm);
+
+/* Copies this thread's last error into comm (if live) for weftGetLastError(comm); returns rc. */
+weftResult_t weftReportTo(struct weftComm *comm, weftResult_t rc);
+
+/* Deadline of a wait that starts now, in CLOCK_MONOTONIC ms. */
+int64_t weftDeadline(const struct weftComm *comm);
+
+#endif

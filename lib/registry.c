@@ -1,0 +1,30 @@
+/* Adding a transport or an algorithm: its folder or file plus one line here. */
+#include "core.h"
+
+extern const struct weftTransportOps weftTransportShm;
+extern const struct weftAlgoOps weftAlgoRing;
+extern const struct weftAlgoOps weftAlgoDirect;
+
+/* In order of preference: the first that can connect two ranks wins. */
+const struct weftTransportOps *const weftTransports[] = {
+  &weftTransportShm,
+  NULL,
+};
+
+const struct weftAlgoOps *const weftAlgos[] = {
+  &weftAlgoRing,
+  &weftAlgoDirect,
+  NULL,
+};
+
+int weftTransportCount(void) {
+  int n = 0;
+  while (weftTransports[n] != NULL) n++;
+  return n;
+}
+
+int weftAlgoCount(void) {
+  int n = 0;
+  while (weftAlgos[n] != NULL) n++;
+  return n;
+}

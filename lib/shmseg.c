@@ -1,0 +1,67 @@
+#include "shmseg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static weftResult_t randomName(char name[WEFT_SHM_NAME_BYTES]) {
+  uint64_t r[2];
+  if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) return weftSetSysError(errno, "getrandom");
+  snprintf(name, WEFT_SHM_NAME_BYTES, "/weft-%d-%016llx%016llx", (int)getpid(),
+           (unsigned long long)r[0], (unsigned long long)r[1]);
+  return weftSuccess;
+}
+
+static weftResult_t mapFd(int fd, const char *name, size_t bytes, void **ptr) {
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return weftSetSysError(errno, "mmap of %zu bytes of %s", bytes, name);
+  *ptr = p;
+  return weftSuccess;
+}
+
+weftResult_t weftShmCreate(size_t bytes, char name[WEFT_SHM_NAME_BYTES], void **ptr) {
+  weftResult_t rc = randomName(name);
+  if (rc != weftSuccess) return rc;
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return weftSetSysError(errno, "shm_open(%s)", name);
+  /* fallocate, not ftruncate: a full /dev/shm fails here instead of SIGBUS on first touch */
+  int err = posix_fallocate(fd, 0, (off_t)bytes);
+  if (err != 0) {
+    close(fd);
+    shm_unlink(name);
+    return weftSetSysError(err, "cannot allocate %zu bytes of shared memory for %s (is /dev/shm full?)",
+                           bytes, name);
+  }
+  rc = mapFd(fd, name, bytes, ptr);
+  close(fd);
+  if (rc != weftSuccess) shm_unlink(name);
+  return rc;
+}
+
+weftResult_t weftShmOpen(const char *name, size_t bytes, void **ptr) {
+  int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return weftSetSysError(errno, "shm_open(%s) of a peer's segment", name);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (size_t)st.st_size < bytes) {
+    close(fd);
+    return weftSetError(weftInternalError, "shared segment %s is smaller than the %zu bytes expected",
+                        name, bytes);
+  }
+  weftResult_t rc = mapFd(fd, name, bytes, ptr);
+  close(fd);
+  return rc;
+}
+
+void weftShmUnlink(const char *name) {
+  if (shm_unlink(name) != 0 && errno != ENOENT) WARN("shm_unlink(%s): errno %d", name, errno);
+}
+
+void weftShmUnmap(void *ptr, size_t bytes) {
+  if (ptr != NULL) munmap(ptr, bytes);
+}

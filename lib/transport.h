@@ -1,0 +1,84 @@
+/* The transport interface: static functions in transports/<name>/ behind one exported ops
+ * table. The data path is a FIFO of slots; "would block" is success with a NULL result, never
+ * a wait inside the transport (all waiting lives in lib/prims.c). */
+#ifndef WEFT_TRANSPORT_H_
+#define WEFT_TRANSPORT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include "weft.h"
+
+struct weftComm;
+
+#define WEFT_CONN_BLOB_BYTES 256
+#define WEFT_HOSTID_BYTES 64
+
+enum weftDir { WEFT_DIR_SEND = 0, WEFT_DIR_RECV = 1 };
+
+/* What every rank tells the others about itself at init. */
+struct weftPeerInfo {
+  int rank;
+  int pid;
+  uint64_t hostHash;               /* ranks with equal hostHash share memory */
+  char hostId[WEFT_HOSTID_BYTES];  /* what hostHash was computed from, for messages */
+  char hostname[64];
+};
+
+/* A link's performance, for the tuner's cost model (UCX-style performance attributes). */
+struct weftLinkCaps {
+  double latencyUs;    /* one small message, one hop */
+  double bandwidthGBs; /* sustained, one direction */
+};
+
+/* One direction of a connection to one peer. The transport owns `priv`. */
+struct weftConn {
+  const struct weftTransportOps *ops;
+  void *state; /* the transport's per-communicator state (from init) */
+  int peer;
+  int dir;
+  size_t slotBytes;
+  struct weftLinkCaps caps;
+  void *priv;
+};
+
+struct weftTransportOps {
+  size_t size;      /* sizeof(struct weftTransportOps), so the table can grow */
+  const char *name; /* log tag and WEFT_TRANSPORTS key */
+  /* 0 when unusable on this machine, with the reason in why (tests print it as "skipped"). */
+  int (*query)(char *why, size_t len);
+  /* Per-communicator state; called once by every rank at init. */
+  weftResult_t (*init)(struct weftComm *comm, void **state);
+  /* Sets *ok to 1 if this transport can link me to peer, and fills caps. Never blocks. */
+  weftResult_t (*canConnect)(void *state, const struct weftPeerInfo *me,
+                             const struct weftPeerInfo *peer, int *ok, struct weftLinkCaps *caps);
+  /* Creates this side's resources for one direction (dir) to peer and writes the blob (at most
+   * WEFT_CONN_BLOB_BYTES) the peer's connect() needs. Never blocks. */
+  weftResult_t (*setup)(void *state, int peer, int dir, struct weftConn *c, void *blob);
+  /* Completes the connection from the peer's blob (the peer's setup for the opposite
+   * direction). Never blocks: *done = 0 means call again. */
+  weftResult_t (*connect)(struct weftConn *c, const void *peerBlob, int *done);
+  /* Called once after every rank of the communicator has connected: drop names that let
+   * strangers attach (e.g. unlink shared memory). May be NULL. */
+  weftResult_t (*connected)(struct weftConn *c);
+  /* Sender: the next free slot (slotBytes writable bytes) or *slot = NULL when the peer has
+   * not yet freed one. Never blocks. */
+  weftResult_t (*sendSlot)(struct weftConn *c, void **slot);
+  /* Sender: publishes the slot returned by the last sendSlot with bytes <= slotBytes. */
+  weftResult_t (*sendPost)(struct weftConn *c, size_t bytes);
+  /* Receiver: the oldest unread slot and its size, or *slot = NULL when none has arrived.
+   * Never blocks. The slot stays valid until recvDone. */
+  weftResult_t (*recvSlot)(struct weftConn *c, const void **slot, size_t *bytes);
+  /* Receiver: releases the slot returned by the last recvSlot to the sender. */
+  weftResult_t (*recvDone)(struct weftConn *c);
+  /* Moves data for transports with asynchronous engines; NULL where not needed. */
+  weftResult_t (*progress)(void *state);
+  /* Frees what setup/connect created for c. Never blocks. */
+  weftResult_t (*close)(struct weftConn *c);
+  /* Frees what init created. */
+  weftResult_t (*finalize)(void *state);
+};
+
+/* The registry (lib/registry.c): transports in order of preference, NULL-terminated. */
+extern const struct weftTransportOps *const weftTransports[];
+
+#endif

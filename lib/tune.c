@@ -1,0 +1,57 @@
+/* The tuner: for every AllReduce, the algorithm with the lowest predicted time. Each
+ * algorithm's cost() is a pure function of the communicator's shape and the size, so every
+ * rank makes the same choice without talking. WEFT_ALGO forces one. */
+#include <string.h>
+#include <strings.h>
+
+#include "core.h"
+#include "log.h"
+#include "param.h"
+
+weftResult_t weftTuneInit(struct weftComm *comm) {
+  comm->forcedAlgo = -1;
+  const char *forced = weftParamAlgo();
+  if (*forced == '\0') return weftSuccess;
+  for (int a = 0; weftAlgos[a] != NULL; a++) {
+    if (strcasecmp(forced, weftAlgos[a]->name) != 0) continue;
+    if (comm->algoState[a] == NULL)
+      return weftSetError(weftInvalidArgument,
+                          "WEFT_ALGO=%s cannot run on this communicator (see the INIT log)", forced);
+    comm->forcedAlgo = a;
+    INFO(WEFT_TUNE, "WEFT_ALGO forces %s", weftAlgos[a]->name);
+    return weftSuccess;
+  }
+  char known[256] = "";
+  for (int a = 0; weftAlgos[a] != NULL; a++) {
+    strncat(known, a ? ", " : "", sizeof known - strlen(known) - 1);
+    strncat(known, weftAlgos[a]->name, sizeof known - strlen(known) - 1);
+  }
+  return weftSetError(weftInvalidArgument, "WEFT_ALGO=%s is not an algorithm (known: %s)", forced,
+                      known);
+}
+
+static void explain(struct weftComm *comm, size_t bytes, int best, const double *cost) {
+  char line[512];
+  size_t o = 0;
+  for (int a = 0; weftAlgos[a] != NULL && o < sizeof line; a++) {
+    if (comm->algoState[a] == NULL)
+      o += (size_t)snprintf(line + o, sizeof line - o, " %s=n/a", weftAlgos[a]->name);
+    else
+      o += (size_t)snprintf(line + o, sizeof line - o, " %s=%.2fus", weftAlgos[a]->name, cost[a]);
+  }
+  INFO(WEFT_TUNE, "AllReduce %zu bytes on %d ranks (%d per host): %s, predicted%s", bytes,
+       comm->nranks, comm->nLocalRanks, weftAlgos[best]->name, line);
+}
+
+int weftTuneChoose(struct weftComm *comm, size_t bytes) {
+  if (comm->forcedAlgo >= 0) return comm->forcedAlgo;
+  double cost[WEFT_MAX_ALGOS];
+  int best = -1;
+  for (int a = 0; weftAlgos[a] != NULL; a++) {
+    if (comm->algoState[a] == NULL) continue;
+    cost[a] = weftAlgos[a]->cost(comm->algoState[a], comm, bytes);
+    if (best < 0 || cost[a] < cost[best]) best = a;
+  }
+  if (weftLogLevel != 0 && weftLogEnabled(WEFT_LOG_INFO, WEFT_TUNE)) explain(comm, bytes, best, cost);
+  return best;
+}

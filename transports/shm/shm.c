@@ -1,0 +1,212 @@
+/* Shared-memory transport between ranks of one host.
+ * Each connection is one FIFO of slots in a POSIX shared-memory segment that the receiver
+ * creates; the sender maps it from the name in the receiver's blob and unlinks it at once,
+ * so the name exists only while the two sides meet. head (slots posted) is written only by
+ * the sender and tail (slots freed) only by the receiver; each side caches the other's
+ * counter and reads it again only when the cached value says "full" or "empty". */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "core.h"
+#include "param.h"
+#include "shmseg.h"
+#include "transport.h"
+
+#define SHM_MAX_SLOTS 64
+
+struct shmFifo {
+  _Alignas(64) _Atomic uint64_t head;
+  _Alignas(64) _Atomic uint64_t tail;
+  _Alignas(64) uint64_t sizes[SHM_MAX_SLOTS]; /* bytes of each posted slot, set before head */
+};
+
+struct shmBlob {
+  char name[WEFT_SHM_NAME_BYTES];
+  uint64_t slotBytes;
+  uint32_t nslots;
+};
+
+struct shmState {
+  size_t slotBytes;
+  uint32_t nslots;
+};
+
+struct shmConn {
+  struct shmFifo *fifo;
+  char *data;
+  size_t mapBytes;
+  uint32_t nslots;
+  uint64_t mine;   /* head for a sender, tail for a receiver */
+  uint64_t theirs; /* cached copy of the other side's counter */
+  char name[WEFT_SHM_NAME_BYTES];
+  int named; /* this side created the name and has not unlinked it yet */
+};
+
+static size_t fifoBytes(uint32_t nslots, size_t slotBytes) {
+  size_t hdr = (sizeof(struct shmFifo) + 4095) & ~(size_t)4095;
+  return hdr + (size_t)nslots * slotBytes;
+}
+
+static char *fifoData(struct shmFifo *f) {
+  return (char *)f + ((sizeof(struct shmFifo) + 4095) & ~(size_t)4095);
+}
+
+static int shmQuery(char *why, size_t len) {
+  (void)why;
+  (void)len;
+  return 1;
+}
+
+static weftResult_t shmInit(struct weftComm *comm, void **state) {
+  (void)comm;
+  int64_t slotBytes = weftParamShmSlotBytes(), nslots = weftParamShmSlots();
+  if (slotBytes < 4096 || slotBytes % 64 != 0 || nslots < 2 || nslots > SHM_MAX_SLOTS)
+    return weftSetError(weftInvalidArgument,
+                        "WEFT_SHM_SLOT_BYTES=%lld / WEFT_SHM_SLOTS=%lld: need a multiple of 64 "
+                        ">= 4096 bytes and 2..%d slots",
+                        (long long)slotBytes, (long long)nslots, SHM_MAX_SLOTS);
+  struct shmState *s = calloc(1, sizeof *s);
+  if (s == NULL) return weftSetError(weftSystemError, "out of memory");
+  s->slotBytes = (size_t)slotBytes;
+  s->nslots = (uint32_t)nslots;
+  *state = s;
+  return weftSuccess;
+}
+
+static weftResult_t shmCanConnect(void *state, const struct weftPeerInfo *me,
+                                  const struct weftPeerInfo *peer, int *ok,
+                                  struct weftLinkCaps *caps) {
+  (void)state;
+  *ok = me->hostHash == peer->hostHash;
+  caps->latencyUs = 0.2;
+  caps->bandwidthGBs = 6.0;
+  return weftSuccess;
+}
+
+static weftResult_t shmSetup(void *state, int peer, int dir, struct weftConn *c, void *blob) {
+  struct shmState *s = state;
+  struct shmConn *sc = calloc(1, sizeof *sc);
+  if (sc == NULL) return weftSetError(weftSystemError, "out of memory");
+  c->priv = sc;
+  c->peer = peer;
+  c->dir = dir;
+  c->slotBytes = s->slotBytes;
+  sc->nslots = s->nslots;
+  memset(blob, 0, WEFT_CONN_BLOB_BYTES);
+  if (dir == WEFT_DIR_SEND) return weftSuccess; /* the receiver owns the FIFO */
+  sc->mapBytes = fifoBytes(s->nslots, s->slotBytes);
+  void *p = NULL;
+  WEFTCHECK(weftShmCreate(sc->mapBytes, sc->name, &p));
+  sc->named = 1;
+  sc->fifo = p;
+  sc->data = fifoData(p);
+  struct shmBlob b = {.slotBytes = s->slotBytes, .nslots = s->nslots};
+  memcpy(b.name, sc->name, sizeof b.name);
+  memcpy(blob, &b, sizeof b);
+  return weftSuccess;
+}
+
+static weftResult_t shmConnect(struct weftConn *c, const void *peerBlob, int *done) {
+  struct shmConn *sc = c->priv;
+  *done = 1;
+  if (c->dir == WEFT_DIR_RECV) return weftSuccess;
+  struct shmBlob b;
+  memcpy(&b, peerBlob, sizeof b);
+  b.name[sizeof b.name - 1] = '\0';
+  if (b.slotBytes != c->slotBytes || b.nslots != sc->nslots)
+    return weftSetError(weftInvalidUsage,
+                        "shm: rank %d uses %llu-byte x %u slots, this rank %zu x %u: set "
+                        "WEFT_SHM_SLOT_BYTES and WEFT_SHM_SLOTS alike on every rank",
+                        c->peer, (unsigned long long)b.slotBytes, b.nslots, c->slotBytes,
+                        sc->nslots);
+  sc->mapBytes = fifoBytes(sc->nslots, c->slotBytes);
+  void *p = NULL;
+  WEFTCHECK(weftShmOpen(b.name, sc->mapBytes, &p));
+  weftShmUnlink(b.name); /* both sides have it mapped now */
+  sc->fifo = p;
+  sc->data = fifoData(p);
+  return weftSuccess;
+}
+
+static weftResult_t shmConnected(struct weftConn *c) {
+  struct shmConn *sc = c->priv;
+  if (sc->named) weftShmUnlink(sc->name);
+  sc->named = 0;
+  return weftSuccess;
+}
+
+static weftResult_t shmSendSlot(struct weftConn *c, void **slot) {
+  struct shmConn *sc = c->priv;
+  if (sc->mine - sc->theirs >= sc->nslots) {
+    sc->theirs = atomic_load_explicit(&sc->fifo->tail, memory_order_acquire);
+    if (sc->mine - sc->theirs >= sc->nslots) {
+      *slot = NULL;
+      return weftSuccess;
+    }
+  }
+  *slot = sc->data + (sc->mine % sc->nslots) * c->slotBytes;
+  return weftSuccess;
+}
+
+static weftResult_t shmSendPost(struct weftConn *c, size_t bytes) {
+  struct shmConn *sc = c->priv;
+  sc->fifo->sizes[sc->mine % sc->nslots] = bytes;
+  atomic_store_explicit(&sc->fifo->head, ++sc->mine, memory_order_release);
+  return weftSuccess;
+}
+
+static weftResult_t shmRecvSlot(struct weftConn *c, const void **slot, size_t *bytes) {
+  struct shmConn *sc = c->priv;
+  if (sc->mine == sc->theirs) {
+    sc->theirs = atomic_load_explicit(&sc->fifo->head, memory_order_acquire);
+    if (sc->mine == sc->theirs) {
+      *slot = NULL;
+      return weftSuccess;
+    }
+  }
+  uint32_t i = (uint32_t)(sc->mine % sc->nslots);
+  *slot = sc->data + (size_t)i * c->slotBytes;
+  *bytes = sc->fifo->sizes[i];
+  return weftSuccess;
+}
+
+static weftResult_t shmRecvDone(struct weftConn *c) {
+  struct shmConn *sc = c->priv;
+  atomic_store_explicit(&sc->fifo->tail, ++sc->mine, memory_order_release);
+  return weftSuccess;
+}
+
+static weftResult_t shmClose(struct weftConn *c) {
+  struct shmConn *sc = c->priv;
+  if (sc == NULL) return weftSuccess;
+  if (sc->named) weftShmUnlink(sc->name);
+  weftShmUnmap(sc->fifo, sc->mapBytes);
+  free(sc);
+  c->priv = NULL;
+  return weftSuccess;
+}
+
+static weftResult_t shmFinalize(void *state) {
+  free(state);
+  return weftSuccess;
+}
+
+const struct weftTransportOps weftTransportShm = {
+  .size = sizeof(struct weftTransportOps),
+  .name = "shm",
+  .query = shmQuery,
+  .init = shmInit,
+  .canConnect = shmCanConnect,
+  .setup = shmSetup,
+  .connect = shmConnect,
+  .connected = shmConnected,
+  .sendSlot = shmSendSlot,
+  .sendPost = shmSendPost,
+  .recvSlot = shmRecvSlot,
+  .recvDone = shmRecvDone,
+  .progress = NULL,
+  .close = shmClose,
+  .finalize = shmFinalize,
+};
