@@ -81,6 +81,12 @@ weftResult_t weftCheckCollArgs(const void *sendbuff, const void *recvbuff, size_
     return weftSetError(weftInvalidArgument, "AllReduce: sendbuff is NULL with count %zu", count);
   if (count > 0 && recvbuff == NULL)
     return weftSetError(weftInvalidArgument, "AllReduce: recvbuff is NULL with count %zu", count);
-  *bytes = count * typeSize;
+  size_t n = count * typeSize;
+  const char *s = sendbuff, *r = recvbuff;
+  if (n > 0 && s != r && s < r + n && r < s + n)
+    return weftSetError(weftInvalidArgument,
+                        "AllReduce: sendbuff and recvbuff overlap without being equal (in-place "
+                        "needs sendbuff == recvbuff)");
+  *bytes = n;
   return weftSuccess;
 }

@@ -1,0 +1,536 @@
+/* Element-wise reductions (see reduce.h).
+ *
+ * Three kernel sets compute the same function: portable C loops (which the compiler
+ * auto-vectorizes for the baseline ISA), AVX2 + F16C, and AVX-512 (F, BW, VL) + F16C. One set is
+ * picked once per process from the CPU and WEFT_SIMD. Results are bit-identical whichever set
+ * runs, because:
+ *  - every kernel computes exactly `a op b` per element, in the same precision (fp16 and bf16 in
+ *    fp32), with IEEE division (never a reciprocal) for Avg and no multiply-add anywhere, so
+ *    nothing can be contracted to an FMA (the SIMD targets leave "fma" off for the same reason);
+ *  - the scalar tails of the SIMD loops call the element functions of the portable path;
+ *  - the software fp16 conversions replicate F16C bit for bit, NaN payloads included, and the
+ *    bf16 conversion is the same integer rounding in every path.
+ *
+ * Floating-point Max/Min propagate NaN: max(a, b) = (a > b || isnan(a)) ? a : b, likewise min
+ * with <. A NaN from any rank therefore reaches the result whatever the reduction order (plain
+ * a > b ? a : b would drop a NaN in a and keep one in b). With two NaNs the result is a's; with
+ * +0 and -0 it is b. Integer Avg wraps the sum in the type, then divides truncating toward zero.
+ *
+ * Buffers must be aligned to their element size (C's rule for the pointers); they need no
+ * vector alignment. dst may equal a or b: each vector of a and b is loaded before the
+ * matching vector of dst is stored, and the portable loops carry no `restrict`. */
+#include "reduce.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "log.h"
+#include "param.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define WEFT_X86 1
+#include <cpuid.h>
+#include <immintrin.h>
+#else
+#define WEFT_X86 0
+#endif
+
+/* ---- Types and names ---------------------------------------------------------------------- */
+
+static const size_t typeSizes[weftNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+static const char *const typeNames[weftNumTypes] = {
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"};
+static const char *const opNames[weftNumOps] = {"sum", "prod", "max", "min", "avg"};
+
+static int validType(weftDataType_t type) { return (unsigned)type < weftNumTypes; }
+static int validOp(weftRedOp_t op) { return (unsigned)op < weftNumOps; }
+
+size_t weftTypeSize(weftDataType_t type) { return validType(type) ? typeSizes[type] : 0; }
+int weftTypeIsFloat(weftDataType_t type) { return type >= weftFloat16 && type <= weftBfloat16; }
+const char *weftTypeName(weftDataType_t type) {
+  return validType(type) ? typeNames[type] : "unknown";
+}
+const char *weftOpName(weftRedOp_t op) { return validOp(op) ? opNames[op] : "unknown"; }
+
+/* ---- fp16 / bf16 conversions -------------------------------------------------------------- */
+
+static inline uint32_t floatBits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+static inline float bitsFloat(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Exact. NaNs keep sign and payload and come out quiet, as VCVTPH2PS does. */
+float weftHalfToFloat(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0x1f) /* Inf, NaN */
+    return bitsFloat(sign | 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0));
+  if (exp != 0) return bitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
+  if (mant == 0) return bitsFloat(sign);
+  /* Subnormal mant * 2^-24: normal in fp32; shift the leading 1 up to the implicit bit. */
+  exp = 113;
+  while (!(mant & 0x400u)) {
+    mant <<= 1;
+    exp--;
+  }
+  return bitsFloat(sign | (exp << 23) | ((mant & 0x3ffu) << 13));
+}
+
+/* Round to nearest even, as VCVTPS2PH with _MM_FROUND_TO_NEAREST_INT: overflow gives Inf,
+ * small values give subnormals, NaNs keep sign and the top payload bits and come out quiet. */
+uint16_t weftFloatToHalf(float f) {
+  uint32_t u = floatBits(f);
+  uint32_t sign = (u >> 16) & 0x8000u, ax = u & 0x7fffffffu;
+  if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to Inf */
+  if (ax >= 0x38800000u) { /* normal: rebias the exponent, round at bit 13 (carries are fine) */
+    ax -= 112u << 23;
+    return (uint16_t)(sign | ((ax + 0xfffu + ((ax >> 13) & 1u)) >> 13));
+  }
+  /* Below 2^-14: the result is a multiple of 2^-24 (possibly rounding up to 2^-14). */
+  uint32_t e = ax >> 23;
+  if (e < 102) return (uint16_t)sign; /* below 2^-25: rounds to zero (2^-25 itself ties to 0) */
+  uint32_t mant = (ax & 0x7fffffu) | 0x800000u, shift = 126 - e; /* 14..24 */
+  uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (q & 1u))) q++;
+  return (uint16_t)(sign | q);
+}
+
+/* bf16 is the top half of an fp32: widening is a shift, and keeps NaNs as they are. */
+float weftBf16ToFloat(uint16_t b) { return bitsFloat((uint32_t)b << 16); }
+
+/* Round to nearest even by adding 0x7fff plus the lowest kept bit (a carry into the exponent
+ * is the correct rounding up, to Inf past the largest finite value). A NaN could round to Inf,
+ * so it is truncated and made quiet instead. The SIMD kernels do the same integer steps. */
+uint16_t weftFloatToBf16(float f) {
+  uint32_t u = floatBits(f);
+  if (isnan(f)) return (uint16_t)((u >> 16) | 0x40u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* ---- Element functions: one element of every type x op; the portable kernels and the SIMD
+ * tails both use them. nranks only matters to avg (the final (a+b)/nranks) and div. ---------- */
+
+/* Integers compute in the unsigned type W so that overflow wraps instead of being undefined;
+ * converting back to a signed T wraps too (gcc and clang define it). D is the type the Avg
+ * division runs in, wide enough to hold nranks. */
+#define INT_ELEMENTS(tag, T, W, D)                                                             \
+  static inline T tag##_sum(T a, T b, int n) { (void)n; return (T)(W)((W)a + (W)b); }         \
+  static inline T tag##_prod(T a, T b, int n) { (void)n; return (T)(W)((W)a * (W)b); }        \
+  static inline T tag##_max(T a, T b, int n) { (void)n; return a > b ? a : b; }               \
+  static inline T tag##_min(T a, T b, int n) { (void)n; return a < b ? a : b; }               \
+  static inline T tag##_div(T x, int n) { return (T)((D)x / (D)n); }                          \
+  static inline T tag##_avg(T a, T b, int n) { return tag##_div(tag##_sum(a, b, n), n); }
+
+INT_ELEMENTS(i8, int8_t, unsigned, int)
+INT_ELEMENTS(u8, uint8_t, unsigned, int)
+INT_ELEMENTS(i32, int32_t, uint32_t, int32_t)
+INT_ELEMENTS(u32, uint32_t, uint32_t, uint32_t)
+INT_ELEMENTS(i64, int64_t, uint64_t, int64_t)
+INT_ELEMENTS(u64, uint64_t, uint64_t, uint64_t)
+
+#define FLOAT_ELEMENTS(tag, T)                                                                  \
+  static inline T tag##_sum(T a, T b, int n) { (void)n; return a + b; }                        \
+  static inline T tag##_prod(T a, T b, int n) { (void)n; return a * b; }                       \
+  static inline T tag##_max(T a, T b, int n) { (void)n; return (a > b || isnan(a)) ? a : b; }  \
+  static inline T tag##_min(T a, T b, int n) { (void)n; return (a < b || isnan(a)) ? a : b; }  \
+  static inline T tag##_div(T x, int n) { return x / (T)n; }                                  \
+  static inline T tag##_avg(T a, T b, int n) { return (a + b) / (T)n; }
+
+FLOAT_ELEMENTS(f32, float)
+FLOAT_ELEMENTS(f64, double)
+
+/* fp16 and bf16: widen to fp32, apply the fp32 function, round once. */
+#define NARROW_ELEMENTS(tag, TOF, FROMF)                                                       \
+  static inline uint16_t tag##_sum(uint16_t a, uint16_t b, int n) {                           \
+    return FROMF(f32_sum(TOF(a), TOF(b), n));                                                 \
+  }                                                                                           \
+  static inline uint16_t tag##_prod(uint16_t a, uint16_t b, int n) {                          \
+    return FROMF(f32_prod(TOF(a), TOF(b), n));                                                \
+  }                                                                                           \
+  static inline uint16_t tag##_max(uint16_t a, uint16_t b, int n) {                           \
+    return FROMF(f32_max(TOF(a), TOF(b), n));                                                 \
+  }                                                                                           \
+  static inline uint16_t tag##_min(uint16_t a, uint16_t b, int n) {                           \
+    return FROMF(f32_min(TOF(a), TOF(b), n));                                                 \
+  }                                                                                           \
+  static inline uint16_t tag##_div(uint16_t x, int n) { return FROMF(f32_div(TOF(x), n)); }   \
+  static inline uint16_t tag##_avg(uint16_t a, uint16_t b, int n) {                           \
+    return FROMF(f32_avg(TOF(a), TOF(b), n));                                                 \
+  }
+
+NARROW_ELEMENTS(f16, weftHalfToFloat, weftFloatToHalf)
+NARROW_ELEMENTS(bf16, weftBf16ToFloat, weftFloatToBf16)
+
+/* ---- Kernels ------------------------------------------------------------------------------ */
+
+typedef void (*binaryFn)(void *dst, const void *a, const void *b, size_t n, int nranks);
+typedef void (*unaryFn)(void *dst, const void *src, size_t n, int nranks);
+
+struct kernelSet {
+  const char *name;
+  binaryFn binary[weftNumTypes][weftNumOps]; /* [weftAvg]: the final (a + b) / nranks */
+  unaryFn divide[weftNumTypes];              /* dst = src / nranks */
+};
+
+/* Plain loops over an element function: fp16/bf16 in the portable set, and integer Avg and
+ * division everywhere (there is no SIMD integer division). */
+#define BINARY_LOOP(name, ATTR, T, F)                                                          \
+  ATTR static void name(void *dst, const void *a, const void *b, size_t n, int nranks) {      \
+    T *d = dst;                                                                               \
+    const T *x = a, *y = b;                                                                   \
+    for (size_t i = 0; i < n; i++) d[i] = F(x[i], y[i], nranks);                              \
+  }
+#define UNARY_LOOP(name, ATTR, T, F)                                                           \
+  ATTR static void name(void *dst, const void *src, size_t n, int nranks) {                   \
+    T *d = dst;                                                                               \
+    const T *x = src;                                                                         \
+    for (size_t i = 0; i < n; i++) d[i] = F(x[i], nranks);                                    \
+  }
+
+/* Generic vectors (GCC/Clang vector extensions) of W bytes. gcc -O2 does not vectorize a loop
+ * of unknown trip count (its "very cheap" cost model), so the loops say it explicitly; the
+ * compiler emits the instructions of the target in effect: SSE2 (or NEON) in the portable set,
+ * AVX2 or AVX-512 inside the target-attributed functions. Lane-wise +, *, / and compares are
+ * the scalar IEEE / wrapping operations, so the results equal the element functions'. */
+#define VEC_TYPES(W)                                                                           \
+  typedef int8_t i8_v##W __attribute__((vector_size(W)));                                     \
+  typedef uint8_t u8_v##W __attribute__((vector_size(W)));                                    \
+  typedef int32_t i32_v##W __attribute__((vector_size(W)));                                   \
+  typedef uint32_t u32_v##W __attribute__((vector_size(W)));                                  \
+  typedef int64_t i64_v##W __attribute__((vector_size(W)));                                   \
+  typedef uint64_t u64_v##W __attribute__((vector_size(W)));                                  \
+  typedef float f32_v##W __attribute__((vector_size(W)));                                     \
+  typedef double f64_v##W __attribute__((vector_size(W)));
+VEC_TYPES(16)
+VEC_TYPES(32)
+VEC_TYPES(64)
+
+/* Lane ops. A compare gives a signed integer vector of 0 / -1 lanes; VSEL(m, x, y) picks x
+ * where m is set (C has no ?: on vectors). Sum and product run on unsigned lanes, which wrap. */
+#define VSEL(m, x, y) ((__typeof__(x))(((m) & (__typeof__(m))(x)) | (~(m) & (__typeof__(m))(y))))
+#define VX_SUM(x, y, n) ((x) + (y))
+#define VX_PROD(x, y, n) ((x) * (y))
+#define VX_MAX(x, y, n) VSEL((x) > (y), x, y)
+#define VX_MIN(x, y, n) VSEL((x) < (y), x, y)
+#define VX_FMAX(x, y, n) VSEL(((x) > (y)) | ((x) != (x)), x, y)
+#define VX_FMIN(x, y, n) VSEL(((x) < (y)) | ((x) != (x)), x, y)
+#define VX_AVG(x, y, n) (((x) + (y)) / (__typeof__((x)[0]))(n))
+#define VX_DIV(x, n) ((x) / (__typeof__((x)[0]))(n))
+
+/* Whole vectors of VT through VOP (memcpy: unaligned loads; a and b are read before dst is
+ * written), then the tail through the element function F. */
+#define VEC_BINARY(name, ATTR, T, VT, VOP, F)                                                  \
+  ATTR static void name(void *dst, const void *a, const void *b, size_t n, int nranks) {      \
+    T *d = dst;                                                                               \
+    const T *x = a, *y = b;                                                                   \
+    const size_t w = sizeof(VT) / sizeof(T);                                                  \
+    size_t i = 0;                                                                             \
+    for (; i + w <= n; i += w) {                                                              \
+      VT va, vb, vr;                                                                          \
+      memcpy(&va, x + i, sizeof va);                                                          \
+      memcpy(&vb, y + i, sizeof vb);                                                          \
+      vr = VOP(va, vb, nranks);                                                               \
+      memcpy(d + i, &vr, sizeof vr);                                                          \
+    }                                                                                         \
+    for (; i < n; i++) d[i] = F(x[i], y[i], nranks);                                          \
+  }
+#define VEC_UNARY(name, ATTR, T, VT, VOP, F)                                                   \
+  ATTR static void name(void *dst, const void *src, size_t n, int nranks) {                   \
+    T *d = dst;                                                                               \
+    const T *x = src;                                                                         \
+    const size_t w = sizeof(VT) / sizeof(T);                                                  \
+    size_t i = 0;                                                                             \
+    for (; i + w <= n; i += w) {                                                              \
+      VT vx;                                                                                  \
+      memcpy(&vx, x + i, sizeof vx);                                                          \
+      vx = VOP(vx, nranks);                                                                   \
+      memcpy(d + i, &vx, sizeof vx);                                                          \
+    }                                                                                         \
+    for (; i < n; i++) d[i] = F(x[i], nranks);                                                \
+  }
+
+/* Integer kernels of a set: sum and product on the unsigned lanes utag, max and min on tag's. */
+#define INT_KERNELS(tag, utag, T, set, ATTR, W)                                                \
+  VEC_BINARY(tag##_sum_##set, ATTR, T, utag##_v##W, VX_SUM, tag##_sum)                        \
+  VEC_BINARY(tag##_prod_##set, ATTR, T, utag##_v##W, VX_PROD, tag##_prod)                     \
+  VEC_BINARY(tag##_max_##set, ATTR, T, tag##_v##W, VX_MAX, tag##_max)                         \
+  VEC_BINARY(tag##_min_##set, ATTR, T, tag##_v##W, VX_MIN, tag##_min)                         \
+  BINARY_LOOP(tag##_avg_##set, ATTR, T, tag##_avg)                                            \
+  UNARY_LOOP(tag##_div_##set, ATTR, T, tag##_div)
+#define ALL_INT_KERNELS(set, ATTR, W)                                                          \
+  INT_KERNELS(i8, u8, int8_t, set, ATTR, W)                                                   \
+  INT_KERNELS(u8, u8, uint8_t, set, ATTR, W)                                                  \
+  INT_KERNELS(i32, u32, int32_t, set, ATTR, W)                                                \
+  INT_KERNELS(u32, u32, uint32_t, set, ATTR, W)                                               \
+  INT_KERNELS(i64, u64, int64_t, set, ATTR, W)                                                \
+  INT_KERNELS(u64, u64, uint64_t, set, ATTR, W)
+
+#define ROW(tag, set) {tag##_sum_##set, tag##_prod_##set, tag##_max_##set, tag##_min_##set, tag##_avg_##set}
+#define KERNEL_SET(set)                                                                        \
+  static const struct kernelSet set##Kernels = {                                             \
+      #set,                                                                                   \
+      {ROW(i8, set), ROW(u8, set), ROW(i32, set), ROW(u32, set), ROW(i64, set),               \
+       ROW(u64, set), ROW(f16, set), ROW(f32, set), ROW(f64, set), ROW(bf16, set)},           \
+      {i8_div_##set, u8_div_##set, i32_div_##set, u32_div_##set, i64_div_##set,               \
+       u64_div_##set, f16_div_##set, f32_div_##set, f64_div_##set, bf16_div_##set}};
+
+/* Portable: 16-byte generic vectors, scalar fp16/bf16. */
+#define FLOAT_KERNELS(tag, T, set, ATTR, W)                                                    \
+  VEC_BINARY(tag##_sum_##set, ATTR, T, tag##_v##W, VX_SUM, tag##_sum)                         \
+  VEC_BINARY(tag##_prod_##set, ATTR, T, tag##_v##W, VX_PROD, tag##_prod)                      \
+  VEC_BINARY(tag##_max_##set, ATTR, T, tag##_v##W, VX_FMAX, tag##_max)                        \
+  VEC_BINARY(tag##_min_##set, ATTR, T, tag##_v##W, VX_FMIN, tag##_min)                        \
+  VEC_BINARY(tag##_avg_##set, ATTR, T, tag##_v##W, VX_AVG, tag##_avg)                         \
+  VEC_UNARY(tag##_div_##set, ATTR, T, tag##_v##W, VX_DIV, tag##_div)
+#define LOOP_KERNELS(tag, T, set, ATTR)                                                        \
+  BINARY_LOOP(tag##_sum_##set, ATTR, T, tag##_sum)                                            \
+  BINARY_LOOP(tag##_prod_##set, ATTR, T, tag##_prod)                                          \
+  BINARY_LOOP(tag##_max_##set, ATTR, T, tag##_max)                                            \
+  BINARY_LOOP(tag##_min_##set, ATTR, T, tag##_min)                                            \
+  BINARY_LOOP(tag##_avg_##set, ATTR, T, tag##_avg)                                            \
+  UNARY_LOOP(tag##_div_##set, ATTR, T, tag##_div)
+
+ALL_INT_KERNELS(portable, , 16)
+FLOAT_KERNELS(f32, float, portable, , 16)
+FLOAT_KERNELS(f64, double, portable, , 16)
+LOOP_KERNELS(f16, uint16_t, portable, )
+LOOP_KERNELS(bf16, uint16_t, portable, )
+KERNEL_SET(portable)
+
+#if WEFT_X86
+
+/* SIMD loops for the floating-point types: W elements a vector, loaded as a vector of VT (fp16
+ * and bf16 widened to fp32), combined by VOP (the divisor nranks broadcast in vn), stored back
+ * (rounded). Every vector of a and b is loaded before dst is written. The tail goes through the
+ * element function F, which computes the same bits. */
+#define SIMD_BINARY(name, ATTR, T, W, VT, LOAD, STORE, SET1, VOP, F)                           \
+  ATTR static void name(void *dst, const void *a, const void *b, size_t n, int nranks) {      \
+    T *d = dst;                                                                               \
+    const T *x = a, *y = b;                                                                   \
+    const VT vn = SET1(nranks);                                                               \
+    (void)vn;                                                                                 \
+    size_t i = 0;                                                                             \
+    for (; i + 2 * W <= n; i += 2 * W) {                                                      \
+      VT x0 = LOAD(x + i), y0 = LOAD(y + i), x1 = LOAD(x + i + W), y1 = LOAD(y + i + W);      \
+      STORE(d + i, VOP(x0, y0, vn));                                                          \
+      STORE(d + i + W, VOP(x1, y1, vn));                                                      \
+    }                                                                                         \
+    for (; i + W <= n; i += W) {                                                              \
+      VT x0 = LOAD(x + i), y0 = LOAD(y + i);                                                  \
+      STORE(d + i, VOP(x0, y0, vn));                                                          \
+    }                                                                                         \
+    for (; i < n; i++) d[i] = F(x[i], y[i], nranks);                                          \
+  }
+#define SIMD_UNARY(name, ATTR, T, W, VT, LOAD, STORE, SET1, VOP, F)                            \
+  ATTR static void name(void *dst, const void *src, size_t n, int nranks) {                   \
+    T *d = dst;                                                                               \
+    const T *x = src;                                                                         \
+    const VT vn = SET1(nranks);                                                               \
+    size_t i = 0;                                                                             \
+    for (; i + W <= n; i += W) STORE(d + i, VOP(LOAD(x + i), vn));                            \
+    for (; i < n; i++) d[i] = F(x[i], nranks);                                                \
+  }
+
+/* The five binary ops and the division of one vector type; OPS names the family (op macros
+ * are OPS##_SUM etc.). Max/min add the isnan(a) selection to the a > b ? a : b of MAXPS. */
+#define SIMD_KERNELS(tag, T, set, ATTR, W, VT, LOAD, STORE, SET1, OPS)                         \
+  SIMD_BINARY(tag##_sum_##set, ATTR, T, W, VT, LOAD, STORE, SET1, OPS##_SUM, tag##_sum)       \
+  SIMD_BINARY(tag##_prod_##set, ATTR, T, W, VT, LOAD, STORE, SET1, OPS##_PROD, tag##_prod)    \
+  SIMD_BINARY(tag##_max_##set, ATTR, T, W, VT, LOAD, STORE, SET1, OPS##_MAX, tag##_max)       \
+  SIMD_BINARY(tag##_min_##set, ATTR, T, W, VT, LOAD, STORE, SET1, OPS##_MIN, tag##_min)       \
+  SIMD_BINARY(tag##_avg_##set, ATTR, T, W, VT, LOAD, STORE, SET1, OPS##_AVG, tag##_avg)       \
+  SIMD_UNARY(tag##_div_##set, ATTR, T, W, VT, LOAD, STORE, SET1, OPS##_DIV, tag##_div)
+
+/* No "fma": see the top of the file. */
+#define ATTR_AVX2 __attribute__((target("avx2,f16c")))
+#define ATTR_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
+#define ROUND_NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+/* -- AVX2: 8 fp32 or 4 fp64 lanes -- */
+
+#define AVX2_PS_SUM(x, y, n) _mm256_add_ps(x, y)
+#define AVX2_PS_PROD(x, y, n) _mm256_mul_ps(x, y)
+#define AVX2_PS_MAX(x, y, n) _mm256_blendv_ps(_mm256_max_ps(x, y), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q))
+#define AVX2_PS_MIN(x, y, n) _mm256_blendv_ps(_mm256_min_ps(x, y), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q))
+#define AVX2_PS_AVG(x, y, n) _mm256_div_ps(_mm256_add_ps(x, y), n)
+#define AVX2_PS_DIV(x, n) _mm256_div_ps(x, n)
+#define AVX2_PD_SUM(x, y, n) _mm256_add_pd(x, y)
+#define AVX2_PD_PROD(x, y, n) _mm256_mul_pd(x, y)
+#define AVX2_PD_MAX(x, y, n) _mm256_blendv_pd(_mm256_max_pd(x, y), x, _mm256_cmp_pd(x, x, _CMP_UNORD_Q))
+#define AVX2_PD_MIN(x, y, n) _mm256_blendv_pd(_mm256_min_pd(x, y), x, _mm256_cmp_pd(x, x, _CMP_UNORD_Q))
+#define AVX2_PD_AVG(x, y, n) _mm256_div_pd(_mm256_add_pd(x, y), n)
+#define AVX2_PD_DIV(x, n) _mm256_div_pd(x, n)
+
+ATTR_AVX2 static inline __m256 avx2LoadF32(const float *p) { return _mm256_loadu_ps(p); }
+ATTR_AVX2 static inline void avx2StoreF32(float *p, __m256 v) { _mm256_storeu_ps(p, v); }
+ATTR_AVX2 static inline __m256 avx2SetF32(int n) { return _mm256_set1_ps((float)n); }
+ATTR_AVX2 static inline __m256d avx2LoadF64(const double *p) { return _mm256_loadu_pd(p); }
+ATTR_AVX2 static inline void avx2StoreF64(double *p, __m256d v) { _mm256_storeu_pd(p, v); }
+ATTR_AVX2 static inline __m256d avx2SetF64(int n) { return _mm256_set1_pd((double)n); }
+
+ATTR_AVX2 static inline __m256 avx2LoadF16(const uint16_t *p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+ATTR_AVX2 static inline void avx2StoreF16(uint16_t *p, __m256 v) {
+  _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, ROUND_NEAREST));
+}
+ATTR_AVX2 static inline __m256 avx2LoadBf16(const uint16_t *p) {
+  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+/* weftFloatToBf16 on 8 lanes. */
+ATTR_AVX2 static inline void avx2StoreBf16(uint16_t *p, __m256 v) {
+  __m256i u = _mm256_castps_si256(v), hi = _mm256_srli_epi32(u, 16);
+  __m256i bias = _mm256_add_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(1)), _mm256_set1_epi32(0x7fff));
+  __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, bias), 16);
+  __m256i quiet = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
+  __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
+  /* Lanes hold 0..0xffff, so the signed-saturating pack is exact. */
+  _mm_storeu_si128((__m128i *)p, _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+}
+
+ALL_INT_KERNELS(avx2, ATTR_AVX2, 32)
+SIMD_KERNELS(f32, float, avx2, ATTR_AVX2, 8, __m256, avx2LoadF32, avx2StoreF32, avx2SetF32, AVX2_PS)
+SIMD_KERNELS(f64, double, avx2, ATTR_AVX2, 4, __m256d, avx2LoadF64, avx2StoreF64, avx2SetF64, AVX2_PD)
+SIMD_KERNELS(f16, uint16_t, avx2, ATTR_AVX2, 8, __m256, avx2LoadF16, avx2StoreF16, avx2SetF32, AVX2_PS)
+SIMD_KERNELS(bf16, uint16_t, avx2, ATTR_AVX2, 8, __m256, avx2LoadBf16, avx2StoreBf16, avx2SetF32, AVX2_PS)
+KERNEL_SET(avx2)
+
+/* -- AVX-512: 16 fp32 or 8 fp64 lanes -- */
+
+#define AVX512_PS_SUM(x, y, n) _mm512_add_ps(x, y)
+#define AVX512_PS_PROD(x, y, n) _mm512_mul_ps(x, y)
+#define AVX512_PS_MAX(x, y, n) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_max_ps(x, y), x)
+#define AVX512_PS_MIN(x, y, n) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_min_ps(x, y), x)
+#define AVX512_PS_AVG(x, y, n) _mm512_div_ps(_mm512_add_ps(x, y), n)
+#define AVX512_PS_DIV(x, n) _mm512_div_ps(x, n)
+#define AVX512_PD_SUM(x, y, n) _mm512_add_pd(x, y)
+#define AVX512_PD_PROD(x, y, n) _mm512_mul_pd(x, y)
+#define AVX512_PD_MAX(x, y, n) _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q), _mm512_max_pd(x, y), x)
+#define AVX512_PD_MIN(x, y, n) _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q), _mm512_min_pd(x, y), x)
+#define AVX512_PD_AVG(x, y, n) _mm512_div_pd(_mm512_add_pd(x, y), n)
+#define AVX512_PD_DIV(x, n) _mm512_div_pd(x, n)
+
+ATTR_AVX512 static inline __m512 avx512LoadF32(const float *p) { return _mm512_loadu_ps(p); }
+ATTR_AVX512 static inline void avx512StoreF32(float *p, __m512 v) { _mm512_storeu_ps(p, v); }
+ATTR_AVX512 static inline __m512 avx512SetF32(int n) { return _mm512_set1_ps((float)n); }
+ATTR_AVX512 static inline __m512d avx512LoadF64(const double *p) { return _mm512_loadu_pd(p); }
+ATTR_AVX512 static inline void avx512StoreF64(double *p, __m512d v) { _mm512_storeu_pd(p, v); }
+ATTR_AVX512 static inline __m512d avx512SetF64(int n) { return _mm512_set1_pd((double)n); }
+
+ATTR_AVX512 static inline __m512 avx512LoadF16(const uint16_t *p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+ATTR_AVX512 static inline void avx512StoreF16(uint16_t *p, __m512 v) {
+  _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, ROUND_NEAREST));
+}
+ATTR_AVX512 static inline __m512 avx512LoadBf16(const uint16_t *p) {
+  __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+/* weftFloatToBf16 on 16 lanes. */
+ATTR_AVX512 static inline void avx512StoreBf16(uint16_t *p, __m512 v) {
+  __m512i u = _mm512_castps_si512(v), hi = _mm512_srli_epi32(u, 16);
+  __m512i bias = _mm512_add_epi32(_mm512_and_si512(hi, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7fff));
+  __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+  __m512i quiet = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
+  __m512i r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), rounded, quiet);
+  _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r)); /* lanes fit in 16 bits */
+}
+
+ALL_INT_KERNELS(avx512, ATTR_AVX512, 64)
+SIMD_KERNELS(f32, float, avx512, ATTR_AVX512, 16, __m512, avx512LoadF32, avx512StoreF32, avx512SetF32, AVX512_PS)
+SIMD_KERNELS(f64, double, avx512, ATTR_AVX512, 8, __m512d, avx512LoadF64, avx512StoreF64, avx512SetF64, AVX512_PD)
+SIMD_KERNELS(f16, uint16_t, avx512, ATTR_AVX512, 16, __m512, avx512LoadF16, avx512StoreF16, avx512SetF32, AVX512_PS)
+SIMD_KERNELS(bf16, uint16_t, avx512, ATTR_AVX512, 16, __m512, avx512LoadBf16, avx512StoreBf16, avx512SetF32, AVX512_PS)
+KERNEL_SET(avx512)
+
+#endif /* WEFT_X86 */
+
+/* ---- Selection, once per process ---------------------------------------------------------- */
+
+static const struct kernelSet *activeKernels;
+static pthread_once_t kernelsOnce = PTHREAD_ONCE_INIT;
+
+/* The widest set this CPU (and OS: __builtin_cpu_supports checks the saved vector state) runs:
+ * 0 portable, 2 AVX2, 512 AVX-512. */
+static int cpuSimdLevel(void) {
+#if WEFT_X86
+  __builtin_cpu_init();
+  unsigned eax, ebx, ecx = 0, edx;
+  /* Clang's __builtin_cpu_supports does not know "f16c"; ask CPUID leaf 1 directly. */
+  int f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+  if (!f16c || !__builtin_cpu_supports("avx2")) return 0;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    return 512;
+  return 2;
+#else
+  return 0;
+#endif
+}
+
+static void pickKernels(void) {
+  int best = cpuSimdLevel();
+  int64_t want = weftParamSimd();
+  int level = best;
+  if (want == 0 || want == 2 || want == 512) {
+    level = want < best ? (int)want : best;
+    if (want > best) WARN("WEFT_SIMD=%lld: not supported by this CPU; using level %d", (long long)want, best);
+  } else if (want != -1) {
+    WARN("WEFT_SIMD=%lld is not -1, 0, 2 or 512; using the best available", (long long)want);
+  }
+  activeKernels = &portableKernels;
+#if WEFT_X86
+  if (level == 512) activeKernels = &avx512Kernels;
+  else if (level == 2) activeKernels = &avx2Kernels;
+#endif
+  INFO(WEFT_INIT, "Reduction kernels: %s", activeKernels->name);
+}
+
+static const struct kernelSet *kernels(void) {
+  pthread_once(&kernelsOnce, pickKernels);
+  return activeKernels;
+}
+
+const char *weftReduceKernelName(void) { return kernels()->name; }
+
+/* ---- Entry points ------------------------------------------------------------------------- */
+
+/* Callers validate arguments at the API; an invalid pair here is a bug, reported not executed.
+ * nranks below 1 would divide by zero: treat it as 1. */
+static int checkArgs(weftDataType_t type, weftRedOp_t op) {
+  if (validType(type) && validOp(op)) return 1;
+  WARN("weftReduce: invalid datatype %d or op %d", (int)type, (int)op);
+  return 0;
+}
+
+void weftReduce(void *dst, const void *a, const void *b, size_t count, weftDataType_t type,
+                weftRedOp_t op) {
+  if (count == 0 || !checkArgs(type, op)) return;
+  if (op == weftAvg) op = weftSum;
+  kernels()->binary[type][op](dst, a, b, count, 1);
+}
+
+void weftReduceFinal(void *dst, const void *a, const void *b, size_t count,
+                     weftDataType_t type, weftRedOp_t op, int nranks) {
+  if (count == 0 || !checkArgs(type, op)) return;
+  kernels()->binary[type][op](dst, a, b, count, nranks < 1 ? 1 : nranks);
+}
+
+void weftReduceFinalCopy(void *dst, const void *src, size_t count, weftDataType_t type,
+                         weftRedOp_t op, int nranks) {
+  if (count == 0 || !checkArgs(type, op)) return;
+  if (op == weftAvg) kernels()->divide[type](dst, src, count, nranks < 1 ? 1 : nranks);
+  else if (dst != src) memcpy(dst, src, count * typeSizes[type]);
+}

@@ -1,0 +1,132 @@
+/* AllReduce correctness: every algorithm forced in turn (and the tuner's choice) x rank counts
+ * x counts {0, 1, 2, primes, not a multiple of a slot, up to 64 MiB} x every datatype and op x
+ * in-place and out-of-place, ranks as threads, as processes, and mixed. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "reduce.h"
+
+static const char *const algos[] = {"ring", "direct", ""};
+
+struct matrix {
+  const size_t *counts;
+  int nCounts;
+  const weftDataType_t *types;
+  int nTypes;
+  const weftRedOp_t *ops;
+  int nOps;
+};
+
+static long checkOne(weftComm_t comm, int rank, int nranks, size_t count, weftDataType_t t,
+                     weftRedOp_t op, int inPlace, void *send, void *recv) {
+  fillInput(send, count, t, op, rank);
+  if (!inPlace) memset(recv, 0xA5, count * weftTypeSize(t));
+  void *out = inPlace ? send : recv;
+  weftResult_t rc = weftAllReduce(send, out, count, t, op, comm, NULL);
+  if (rc != weftSuccess) {
+    fprintf(stderr, "rank %d: AllReduce %zu %s %s failed: %s\n", rank, count, weftTypeName(t),
+            weftOpName(op), weftGetLastError(comm));
+    return 1;
+  }
+  size_t wrong = countWrong(out, count, t, op, nranks);
+  if (wrong)
+    fprintf(stderr, "rank %d/%d algo=%s: %zu of %zu wrong: %s %s %s\n", rank, nranks,
+            getenv("WEFT_ALGO"), wrong, count, weftTypeName(t), weftOpName(op),
+            inPlace ? "in-place" : "out-of-place");
+  return wrong != 0;
+}
+
+static long matrixBody(weftComm_t comm, int rank, int nranks, void *arg) {
+  const struct matrix *m = arg;
+  size_t maxCount = 0;
+  for (int c = 0; c < m->nCounts; c++) maxCount = m->counts[c] > maxCount ? m->counts[c] : maxCount;
+  char *send = malloc(maxCount * 8 + 64), *recv = malloc(maxCount * 8 + 64);
+  long failures = 0;
+  for (int c = 0; c < m->nCounts; c++)
+    for (int t = 0; t < m->nTypes; t++)
+      for (int o = 0; o < m->nOps; o++) {
+        if (m->ops[o] == weftAvg && !weftTypeIsFloat(m->types[t])) continue;
+        for (int inPlace = 0; inPlace < 2; inPlace++)
+          failures += checkOne(comm, rank, nranks, m->counts[c], m->types[t], m->ops[o], inPlace,
+                               send + 8 * (c & 1), recv);
+      }
+  free(send);
+  free(recv);
+  return failures;
+}
+
+static void runMatrix(int procs, int threads, const struct matrix *m) {
+  for (int a = 0; a < 3; a++) {
+    setenv("WEFT_ALGO", algos[a], 1);
+    if (algos[a][0] == '\0') unsetenv("WEFT_ALGO");
+    long failures = runRanks(procs, threads, matrixBody, (void *)m, 600);
+    cr_assert_eq(failures, 0, "%ld failures with %d x %d ranks, WEFT_ALGO=%s", failures, procs,
+                 threads, algos[a]);
+  }
+  unsetenv("WEFT_ALGO");
+  cr_assert_eq(countWeftShmSegments(), 0, "weft segments left in /dev/shm");
+}
+
+static const weftDataType_t allTypes[] = {weftInt8,  weftUint8,   weftInt32,   weftUint32,
+                                          weftInt64, weftUint64,  weftFloat16, weftFloat32,
+                                          weftFloat64, weftBfloat16};
+static const weftRedOp_t allOps[] = {weftSum, weftProd, weftMax, weftMin, weftAvg};
+static const size_t smallCounts[] = {0, 1, 2, 3, 7, 31, 1021, 4099, 65537};
+
+static const struct matrix everyTypeAndOp = {smallCounts, 9, allTypes, 10, allOps, 5};
+
+#define EVERY_TYPE_TEST(name, procs, threads) \
+  Test(every_type_op, name, .timeout = 600) { runMatrix(procs, threads, &everyTypeAndOp); }
+
+EVERY_TYPE_TEST(threads_1, 1, 1)
+EVERY_TYPE_TEST(threads_2, 1, 2)
+EVERY_TYPE_TEST(threads_3, 1, 3)
+EVERY_TYPE_TEST(threads_4, 1, 4)
+EVERY_TYPE_TEST(threads_8, 1, 8)
+EVERY_TYPE_TEST(procs_2, 2, 1)
+EVERY_TYPE_TEST(procs_3, 3, 1)
+EVERY_TYPE_TEST(procs_4, 4, 1)
+EVERY_TYPE_TEST(procs_8, 8, 1)
+EVERY_TYPE_TEST(mixed_2x2, 2, 2)
+
+/* Large buffers: beyond the staging chunk, the ring's loop, and up to 64 MiB. */
+static const size_t largeCounts[] = {262147, (1u << 20) + 3, 16u << 20};
+static const weftDataType_t largeTypes[] = {weftFloat32, weftInt8, weftBfloat16};
+static const weftRedOp_t largeOps[] = {weftSum};
+static const struct matrix large = {largeCounts, 3, largeTypes, 3, largeOps, 1};
+static const weftRedOp_t avgOps[] = {weftAvg, weftMax};
+static const weftDataType_t doubleType[] = {weftFloat64};
+static const size_t midCounts[] = {(1u << 20) + 7};
+static const struct matrix mid = {midCounts, 1, doubleType, 1, avgOps, 2};
+
+Test(large, procs_2, .timeout = 900) { runMatrix(2, 1, &large); runMatrix(2, 1, &mid); }
+Test(large, procs_3, .timeout = 900) { runMatrix(3, 1, &large); }
+Test(large, procs_4, .timeout = 900) { runMatrix(4, 1, &mid); }
+Test(large, threads_4, .timeout = 900) { runMatrix(1, 4, &large); }
+Test(large, threads_8, .timeout = 900) { runMatrix(1, 8, &mid); }
+
+/* 10,000 back-to-back small AllReduces, each checked. */
+static long backToBackBody(weftComm_t comm, int rank, int nranks, void *arg) {
+  (void)arg;
+  long failures = 0;
+  for (int it = 0; it < 10000; it++) {
+    int32_t v[2] = {rank + it, it}, out[2];
+    if (weftAllReduce(v, out, 2, weftInt32, weftSum, comm, NULL) != weftSuccess) return failures + 1;
+    int32_t expect0 = nranks * it + nranks * (nranks - 1) / 2;
+    failures += out[0] != expect0 || out[1] != nranks * it;
+  }
+  return failures;
+}
+
+Test(back_to_back, small_10000, .timeout = 600) {
+  for (int a = 0; a < 3; a++) {
+    setenv("WEFT_ALGO", algos[a], 1);
+    if (algos[a][0] == '\0') unsetenv("WEFT_ALGO");
+    cr_assert_eq(runRanks(4, 1, backToBackBody, NULL, 300), 0, "processes, WEFT_ALGO=%s", algos[a]);
+    cr_assert_eq(runRanks(1, 3, backToBackBody, NULL, 300), 0, "threads, WEFT_ALGO=%s", algos[a]);
+  }
+  unsetenv("WEFT_ALGO");
+}

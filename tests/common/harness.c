@@ -1,0 +1,256 @@
+#include "harness.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "reduce.h"
+
+struct rankThread {
+  pthread_t tid;
+  weftUniqueId id;
+  int rank, nranks;
+  rankBody body;
+  void *arg;
+  long failures;
+};
+
+static void *rankMain(void *p) {
+  struct rankThread *t = p;
+  weftComm_t comm = NULL;
+  weftResult_t rc = weftCommInitRank(&comm, t->nranks, t->id, t->rank);
+  if (rc != weftSuccess) {
+    fprintf(stderr, "rank %d: init failed: %s: %s\n", t->rank, weftGetErrorString(rc),
+            weftGetLastError(NULL));
+    t->failures = 1;
+    return NULL;
+  }
+  t->failures = t->body(comm, t->rank, t->nranks, t->arg);
+  rc = weftCommDestroy(comm);
+  if (rc != weftSuccess) t->failures++;
+  return NULL;
+}
+
+/* Ranks first..first+threads-1 as threads of this process. */
+static long runThreads(weftUniqueId id, int first, int threads, int nranks, rankBody body, void *arg) {
+  struct rankThread *t = calloc((size_t)threads, sizeof *t);
+  for (int i = 0; i < threads; i++) {
+    t[i] = (struct rankThread){.id = id, .rank = first + i, .nranks = nranks, .body = body, .arg = arg};
+    pthread_create(&t[i].tid, NULL, rankMain, &t[i]);
+  }
+  long failures = 0;
+  for (int i = 0; i < threads; i++) {
+    pthread_join(t[i].tid, NULL);
+    failures += t[i].failures;
+  }
+  free(t);
+  return failures;
+}
+
+static long waitChildren(pid_t *pids, int procs, int timeoutSec) {
+  long failures = 0;
+  time_t end = time(NULL) + timeoutSec;
+  int left = procs;
+  while (left > 0) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid == 0) {
+      if (time(NULL) > end) {
+        for (int i = 0; i < procs; i++) if (pids[i] > 0) kill(pids[i], SIGKILL);
+        while (wait(NULL) > 0) {}
+        fprintf(stderr, "runRanks: timed out after %d s\n", timeoutSec);
+        return -1;
+      }
+      usleep(2000);
+      continue;
+    }
+    if (pid < 0) break;
+    for (int i = 0; i < procs; i++) if (pids[i] == pid) pids[i] = -1;
+    left--;
+    if (!WIFEXITED(status)) {
+      fprintf(stderr, "runRanks: a rank process died (signal %d)\n", WTERMSIG(status));
+      failures = -1;
+    } else if (failures >= 0) {
+      failures += WEXITSTATUS(status);
+    }
+  }
+  return failures;
+}
+
+long runRanks(int procs, int threads, rankBody body, void *arg, int timeoutSec) {
+  weftUniqueId id;
+  if (weftGetUniqueId(&id) != weftSuccess) return -1;
+  int nranks = procs * threads;
+  if (procs == 1) return runThreads(id, 0, threads, nranks, body, arg);
+  pid_t *pids = calloc((size_t)procs, sizeof *pids);
+  fflush(NULL);
+  for (int p = 0; p < procs; p++) {
+    pids[p] = fork();
+    if (pids[p] == 0) {
+      long f = runThreads(id, p * threads, threads, nranks, body, arg);
+      _exit(f > 100 ? 100 : (int)f);
+    }
+  }
+  long failures = waitChildren(pids, procs, timeoutSec);
+  free(pids);
+  return failures;
+}
+
+/* ---- data pattern ---- */
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return x ^ (x >> 33);
+}
+
+static uint64_t rawValue(size_t i, int rank) { return mix(((uint64_t)i << 8) ^ (uint64_t)rank ^ 0x9e37); }
+
+/* Float inputs: multiples of 1/64 in [-8, 8) (exact in every float type), near 1 for prod. */
+static double floatValue(size_t i, int rank, weftRedOp_t op) {
+  uint64_t r = rawValue(i, rank);
+  if (op == weftProd) return 1.0 + (double)((int)(r % 33) - 16) / 64.0;
+  return (double)((int)(r % 1024) - 512) / 64.0;
+}
+
+static void storeFloat(void *buf, size_t i, weftDataType_t type, double v) {
+  switch (type) {
+    case weftFloat16: ((uint16_t *)buf)[i] = weftFloatToHalf((float)v); break;
+    case weftBfloat16: ((uint16_t *)buf)[i] = weftFloatToBf16((float)v); break;
+    case weftFloat32: ((float *)buf)[i] = (float)v; break;
+    default: ((double *)buf)[i] = v; break;
+  }
+}
+
+static double loadFloat(const void *buf, size_t i, weftDataType_t type) {
+  switch (type) {
+    case weftFloat16: return weftHalfToFloat(((const uint16_t *)buf)[i]);
+    case weftBfloat16: return weftBf16ToFloat(((const uint16_t *)buf)[i]);
+    case weftFloat32: return ((const float *)buf)[i];
+    default: return ((const double *)buf)[i];
+  }
+}
+
+static void storeInt(void *buf, size_t i, weftDataType_t type, uint64_t v) {
+  switch (weftTypeSize(type)) {
+    case 1: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case 4: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+    default: ((uint64_t *)buf)[i] = v; break;
+  }
+}
+
+static uint64_t loadInt(const void *buf, size_t i, weftDataType_t type) {
+  switch (weftTypeSize(type)) {
+    case 1: return ((const uint8_t *)buf)[i];
+    case 4: return ((const uint32_t *)buf)[i];
+    default: return ((const uint64_t *)buf)[i];
+  }
+}
+
+void fillInput(void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int rank) {
+  for (size_t i = 0; i < count; i++) {
+    if (weftTypeIsFloat(type)) storeFloat(buf, i, type, floatValue(i, rank, op));
+    else storeInt(buf, i, type, rawValue(i, rank));
+  }
+}
+
+static int isSigned(weftDataType_t t) { return t == weftInt8 || t == weftInt32 || t == weftInt64; }
+
+/* Sign-extends (or zero-extends) a value of the type's width for ordering. */
+static int64_t asSigned(uint64_t v, weftDataType_t t) {
+  switch (weftTypeSize(t)) {
+    case 1: return (int8_t)v;
+    case 4: return (int32_t)v;
+    default: return (int64_t)v;
+  }
+}
+
+static uint64_t widthMask(weftDataType_t t) {
+  size_t s = weftTypeSize(t);
+  return s == 8 ? ~0ULL : (1ULL << (8 * s)) - 1;
+}
+
+static uint64_t intExpected(size_t i, weftDataType_t t, weftRedOp_t op, int nranks) {
+  uint64_t acc = rawValue(i, 0) & widthMask(t);
+  for (int r = 1; r < nranks; r++) {
+    uint64_t v = rawValue(i, r) & widthMask(t);
+    switch (op) {
+      case weftProd: acc *= v; break;
+      case weftMax:
+        if (isSigned(t) ? asSigned(v, t) > asSigned(acc, t) : v > acc) acc = v;
+        break;
+      case weftMin:
+        if (isSigned(t) ? asSigned(v, t) < asSigned(acc, t) : v < acc) acc = v;
+        break;
+      default: acc += v; break;
+    }
+    acc &= widthMask(t);
+  }
+  return acc;
+}
+
+static double typeEps(weftDataType_t t) {
+  switch (t) {
+    case weftFloat16: return ldexp(1.0, -10);
+    case weftBfloat16: return ldexp(1.0, -7);
+    case weftFloat32: return ldexp(1.0, -23);
+    default: return ldexp(1.0, -52);
+  }
+}
+
+/* Tolerance: each of the n-1 reduction steps rounds once, so |error| <= n * eps * sum|x| for
+ * sums (and the same relative to |result| for products); max and min are exact. */
+static int floatOk(const void *buf, size_t i, weftDataType_t t, weftRedOp_t op, int nranks) {
+  char scratch[8];
+  double got = loadFloat(buf, i, t), ref = 0, mag = 0;
+  for (int r = 0; r < nranks; r++) {
+    storeFloat(scratch, 0, t, floatValue(i, r, op));
+    double v = loadFloat(scratch, 0, t);
+    if (r == 0) ref = v;
+    else if (op == weftProd) ref *= v;
+    else if (op == weftMax) ref = v > ref ? v : ref;
+    else if (op == weftMin) ref = v < ref ? v : ref;
+    else ref += v;
+    mag += fabs(v);
+  }
+  if (op == weftMax || op == weftMin) return got == ref;
+  if (op == weftAvg) { ref /= nranks; mag /= nranks; }
+  if (op == weftProd) mag = fabs(ref);
+  return fabs(got - ref) <= nranks * typeEps(t) * mag + 1e-300;
+}
+
+size_t countWrong(const void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int nranks) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (weftTypeIsFloat(type)) wrong += !floatOk(buf, i, type, op, nranks);
+    else wrong += loadInt(buf, i, type) != intExpected(i, type, op, nranks);
+  }
+  return wrong;
+}
+
+int countWeftShmSegments(void) {
+  DIR *d = opendir("/dev/shm");
+  if (d == NULL) return 0;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) n += strncmp(e->d_name, "weft", 4) == 0;
+  closedir(d);
+  return n;
+}
+
+int countOpenFds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (d == NULL) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+  closedir(d);
+  return n - 1; /* the directory stream itself */
+}

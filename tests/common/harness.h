@@ -1,0 +1,27 @@
+/* Test harness: run a function on N ranks as threads of this process, as forked processes,
+ * or both (P processes x T threads); and the data pattern every collective test checks. */
+#ifndef WEFT_TEST_HARNESS_H_
+#define WEFT_TEST_HARNESS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include "weft.h"
+
+/* Body run by every rank on its own communicator; returns the number of failures. */
+typedef long (*rankBody)(weftComm_t comm, int rank, int nranks, void *arg);
+
+/* Runs body on procs * threads ranks; returns the total number of failures (init failures
+ * count as one per rank), or -1 if a process crashed or the run exceeded timeoutSec. */
+long runRanks(int procs, int threads, rankBody body, void *arg, int timeoutSec);
+
+/* Fills count elements of buf with rank's deterministic input for op. */
+void fillInput(void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int rank);
+/* Number of elements of buf that differ from the AllReduce result of every rank's fillInput.
+ * Integers must match bit for bit; floats within n * eps(type) * sum|x| (see checkElem). */
+size_t countWrong(const void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int nranks);
+
+/* Shared-memory segments whose name starts with /dev/shm/weft. */
+int countWeftShmSegments(void);
+int countOpenFds(void);
+
+#endif

@@ -1,0 +1,74 @@
+/* Collective correctness under a real launcher: mpirun starts the ranks, rank 0 broadcasts
+ * the unique id with MPI, every algorithm is forced in turn (then the tuner decides), every
+ * datatype and op, in-place and out-of-place, odd counts. Prints "N passed, N failed". */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "reduce.h"
+
+static const size_t counts[] = {0, 1, 2, 13, 1021, 65537, 300007};
+
+static long runAll(weftComm_t comm, int rank, int nranks, long *cases) {
+  size_t maxCount = counts[sizeof counts / sizeof counts[0] - 1];
+  char *send = malloc(maxCount * 8), *recv = malloc(maxCount * 8);
+  long failures = 0;
+  for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+    for (int t = 0; t < weftNumTypes; t++)
+      for (int o = 0; o < weftNumOps; o++) {
+        if (o == weftAvg && !weftTypeIsFloat((weftDataType_t)t)) continue;
+        for (int inPlace = 0; inPlace < 2; inPlace++) {
+          fillInput(send, counts[c], (weftDataType_t)t, (weftRedOp_t)o, rank);
+          void *out = inPlace ? send : recv;
+          weftResult_t rc = weftAllReduce(send, out, counts[c], (weftDataType_t)t, (weftRedOp_t)o, comm, NULL);
+          size_t wrong = rc != weftSuccess ? 1 : countWrong(out, counts[c], (weftDataType_t)t, (weftRedOp_t)o, nranks);
+          if (wrong)
+            fprintf(stderr, "rank %d: %zu wrong, count %zu %s %s %s: %s\n", rank, wrong, counts[c],
+                    weftTypeName((weftDataType_t)t), weftOpName((weftRedOp_t)o),
+                    inPlace ? "in-place" : "out-of-place", weftGetLastError(comm));
+          failures += wrong != 0;
+          (*cases)++;
+        }
+      }
+  free(send);
+  free(recv);
+  return failures;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank, nranks;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  static const char *const algos[] = {"ring", "direct", NULL};
+  long passed = 0, failed = 0;
+  for (int a = 0; a < 3; a++) {
+    if (algos[a]) setenv("WEFT_ALGO", algos[a], 1);
+    else unsetenv("WEFT_ALGO");
+    weftUniqueId id;
+    if (rank == 0 && weftGetUniqueId(&id) != weftSuccess) MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    weftComm_t comm;
+    long cases = 0, fails;
+    if (weftCommInitRank(&comm, nranks, id, rank) != weftSuccess) {
+      fprintf(stderr, "rank %d: init failed: %s\n", rank, weftGetLastError(NULL));
+      fails = 1;
+      cases = 1;
+    } else {
+      fails = runAll(comm, rank, nranks, &cases);
+      weftCommDestroy(comm);
+    }
+    long all[2] = {cases - fails, fails}, sum[2];
+    MPI_Allreduce(all, sum, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+      printf("WEFT_ALGO=%s: %ld rank-cases passed, %ld failed on %d ranks\n", algos[a] ? algos[a] : "(tuner)",
+             sum[0], sum[1], nranks);
+    passed += sum[0];
+    failed += sum[1];
+  }
+  if (rank == 0) printf("mpi_allreduce_check: %ld passed, %ld failed\n", passed, failed);
+  MPI_Finalize();
+  return failed != 0;
+}

@@ -1,0 +1,147 @@
+/* API boundary: bad input gets the right code and a specific message, never a crash or hang;
+ * parameters parse as documented. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "param.h"
+
+static weftComm_t oneRankComm(void) {
+  weftUniqueId id;
+  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
+  weftComm_t comm = NULL;
+  cr_assert_eq(weftCommInitRank(&comm, 1, id, 0), weftSuccess, "%s", weftGetLastError(NULL));
+  return comm;
+}
+
+#define EXPECT_ERROR(call, code, comm, needle)                                               \
+  do {                                                                                       \
+    weftResult_t rc_ = (call);                                                               \
+    cr_assert_eq(rc_, code, "%s returned %d, expected %d", #call, rc_, code);                \
+    cr_assert(strstr(weftGetLastError(comm), needle) != NULL, "message \"%s\" lacks \"%s\"", \
+              weftGetLastError(comm), needle);                                               \
+  } while (0)
+
+Test(api, version_and_strings) {
+  int v = 0;
+  cr_assert_eq(weftGetVersion(&v), weftSuccess);
+  cr_assert_eq(v, WEFT_VERSION_CODE);
+  cr_assert_eq(weftGetVersion(NULL), weftInvalidArgument);
+  for (int r = 0; r <= weftNumResults; r++) cr_assert_not_null(weftGetErrorString((weftResult_t)r));
+  cr_assert(strstr(weftGetErrorString(weftTimeout), "timed out") != NULL);
+  cr_assert_eq(sizeof(weftUniqueId), 128);
+  cr_assert_eq(weftFloat, weftFloat32);
+  cr_assert_eq(weftHalf, 6);
+  cr_assert_eq(weftBfloat16, 9);
+}
+
+Test(api, init_arguments) {
+  weftUniqueId id;
+  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
+  weftComm_t comm;
+  EXPECT_ERROR(weftCommInitRank(NULL, 1, id, 0), weftInvalidArgument, NULL, "comm is NULL");
+  EXPECT_ERROR(weftCommInitRank(&comm, 0, id, 0), weftInvalidArgument, NULL, "nranks 0");
+  EXPECT_ERROR(weftCommInitRank(&comm, 2, id, 2), weftInvalidArgument, NULL, "rank 2 outside");
+  EXPECT_ERROR(weftCommInitRank(&comm, 2, id, -1), weftInvalidArgument, NULL, "rank -1 outside");
+  EXPECT_ERROR(weftGetUniqueId(NULL), weftInvalidArgument, NULL, "uniqueId is NULL");
+}
+
+Test(api, allreduce_arguments) {
+  weftComm_t comm = oneRankComm();
+  float a[4] = {1, 2, 3, 4}, b[4];
+  EXPECT_ERROR(weftAllReduce(a, b, 4, weftFloat32, weftSum, NULL, NULL), weftInvalidArgument, NULL,
+               "comm is NULL");
+  EXPECT_ERROR(weftAllReduce(NULL, b, 4, weftFloat32, weftSum, comm, NULL), weftInvalidArgument,
+               comm, "sendbuff is NULL");
+  EXPECT_ERROR(weftAllReduce(a, NULL, 4, weftFloat32, weftSum, comm, NULL), weftInvalidArgument,
+               comm, "recvbuff is NULL");
+  EXPECT_ERROR(weftAllReduce(a, b, 4, (weftDataType_t)42, weftSum, comm, NULL),
+               weftInvalidArgument, comm, "unknown datatype 42");
+  EXPECT_ERROR(weftAllReduce(a, b, 4, weftFloat32, (weftRedOp_t)-3, comm, NULL),
+               weftInvalidArgument, comm, "unknown reduction op -3");
+  EXPECT_ERROR(weftAllReduce(a, b, SIZE_MAX / 2, weftFloat32, weftSum, comm, NULL),
+               weftInvalidArgument, comm, "overflows");
+  EXPECT_ERROR(weftAllReduce(a, b, 4, weftInt32, weftAvg, comm, NULL), weftInvalidArgument, comm,
+               "floating-point types only");
+  EXPECT_ERROR(weftAllReduce(a, a + 1, 3, weftFloat32, weftSum, comm, NULL), weftInvalidArgument,
+               comm, "overlap");
+  cr_assert_eq(weftAllReduce(NULL, NULL, 0, weftFloat32, weftSum, comm, NULL), weftSuccess);
+  cr_assert_eq(weftAllReduce(a, b, 4, weftFloat32, weftSum, comm, NULL), weftSuccess);
+  cr_assert_eq(memcmp(a, b, sizeof a), 0);
+  int n = -1, r = -1;
+  cr_assert_eq(weftCommCount(comm, &n), weftSuccess);
+  cr_assert_eq(weftCommUserRank(comm, &r), weftSuccess);
+  cr_assert(n == 1 && r == 0);
+  EXPECT_ERROR(weftCommCount(comm, NULL), weftInvalidArgument, comm, "count is NULL");
+  cr_assert_eq(weftCommDestroy(comm), weftSuccess);
+  EXPECT_ERROR(weftAllReduce(a, b, 4, weftFloat32, weftSum, comm, NULL), weftInvalidUsage, NULL,
+               "not a live communicator");
+  EXPECT_ERROR(weftCommDestroy(comm), weftInvalidUsage, NULL, "not live");
+  EXPECT_ERROR(weftCommCount(comm, &n), weftInvalidUsage, NULL, "not a live communicator");
+}
+
+Test(api, unknown_algorithm) {
+  setenv("WEFT_ALGO", "bogus", 1);
+  weftUniqueId id;
+  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
+  weftComm_t comm;
+  EXPECT_ERROR(weftCommInitRank(&comm, 1, id, 0), weftInvalidArgument, NULL, "WEFT_ALGO=bogus");
+  unsetenv("WEFT_ALGO");
+}
+
+Test(api, bad_timeout) {
+  setenv("WEFT_TIMEOUT_MS", "-5", 1);
+  weftUniqueId id;
+  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
+  weftComm_t comm;
+  EXPECT_ERROR(weftCommInitRank(&comm, 1, id, 0), weftInvalidArgument, NULL, "WEFT_TIMEOUT_MS");
+}
+
+Test(params, parse_int) {
+  int64_t v;
+  cr_assert_eq(weftParseInt("42", &v), 0);
+  cr_assert_eq(v, 42);
+  cr_assert_eq(weftParseInt(" 4K", &v), 0);
+  cr_assert_eq(v, 4096);
+  cr_assert_eq(weftParseInt("3m", &v), 0);
+  cr_assert_eq(v, 3 << 20);
+  cr_assert_eq(weftParseInt("2G", &v), 0);
+  cr_assert_eq(v, 2LL << 30);
+  cr_assert_eq(weftParseInt("-7", &v), 0);
+  cr_assert_eq(v, -7);
+  cr_assert_eq(weftParseInt("0x10", &v), 0);
+  cr_assert_eq(v, 16);
+  cr_assert_neq(weftParseInt("", &v), 0);
+  cr_assert_neq(weftParseInt("12abc", &v), 0);
+  cr_assert_neq(weftParseInt("K", &v), 0);
+  cr_assert_neq(weftParseInt("99999999999999999999", &v), 0);
+  cr_assert_neq(weftParseInt("9000000000G", &v), 0);
+  cr_assert_neq(weftParseInt(NULL, &v), 0);
+}
+
+Test(params, env_values_and_defaults) {
+  unsetenv("WEFT_SHM_SLOTS");
+  cr_assert_eq(weftParamShmSlots(), 8);
+  setenv("WEFT_SHM_SLOTS", "16", 1);
+  cr_assert_eq(weftParamShmSlots(), 16);
+  setenv("WEFT_SHM_SLOTS", "lots", 1); /* invalid: the default, with a warning */
+  cr_assert_eq(weftParamShmSlots(), 8);
+  setenv("WEFT_SHM_SLOT_BYTES", "64K", 1);
+  cr_assert_eq(weftParamShmSlotBytes(), 65536);
+  unsetenv("WEFT_SHM_SLOTS");
+  unsetenv("WEFT_SHM_SLOT_BYTES");
+}
+
+Test(params, listing_names_every_parameter) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  weftParamsPrint(f);
+  fclose(f);
+  cr_assert(strstr(text, "`WEFT_TIMEOUT_MS`") != NULL);
+  cr_assert(strstr(text, "`WEFT_ALGO`") != NULL);
+  cr_assert(strstr(text, "`WEFT_SOCKET_IFNAME`") != NULL);
+  free(text);
+}
