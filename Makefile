@@ -18,6 +18,8 @@ LIB_SRCS := $(wildcard lib/*.c) $(wildcard transports/*/*.c) $(wildcard algorith
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
+TRANSPORT_TEST_SRCS := $(wildcard tests/transport/*.c)
+TRANSPORT_TEST_BINS := $(patsubst tests/transport/%.c,$(BUILD)/tests/transport/%,$(TRANSPORT_TEST_SRCS))
 COLL_SRCS := $(wildcard tests/coll/*.c)
 COLL_BINS := $(patsubst tests/coll/%.c,$(BUILD)/tests/coll/%,$(COLL_SRCS))
 MPI_TEST_SRCS := $(wildcard tests/mpi/*.c)
@@ -31,7 +33,7 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 all: lib benches tests
 lib: $(BUILD)/libweft.so $(BUILD)/libweft.a
 benches: $(BENCH_BINS)
-tests: $(UNIT_BINS) $(COLL_BINS) $(MPI_TEST_BINS)
+tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(MPI_TEST_BINS)
 
 # Installs missing packages once per build tree (and again when install-deps.sh changes).
 $(DEPS_STAMP): install-deps.sh
@@ -53,6 +55,9 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libweft.a include/weft.h
 	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) $< -o $@ $(BUILD)/libweft.a $(LIBS)
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libweft.a $(TEST_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
+$(BUILD)/tests/transport/%: tests/transport/%.c $(BUILD)/libweft.a $(TEST_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
 $(BUILD)/tests/coll/%: tests/coll/%.c $(BUILD)/libweft.a $(TEST_COMMON)

@@ -76,6 +76,7 @@ struct weftBootstrap {
   int nextFd;                /* connection to rank+1: this rank sends on it */
   int prevFd;                /* connection from rank-1: this rank receives on it */
   union weftSockAddr *peers; /* each rank's listen address, for error messages */
+  uint8_t secret[SECRET_BYTES]; /* kept for transports that authenticate their own sockets */
 };
 
 /* ---- Bytes ---- */
@@ -1315,6 +1316,7 @@ weftResult_t weftBootstrapInit(const weftUniqueId *id, int rank, int nranks, int
   WEFTCHECKGOTO(registerWithRoot(&rv, b, &listenAddr, startMs, deadlineMs), res, done);
   if (nranks > 1)
     WEFTCHECKGOTO(formRing(b, &rv, listenFd, &listenAddr, startMs, deadlineMs), res, done);
+  memcpy(b->secret, rv.secret, SECRET_BYTES);
   INFO(WEFT_BOOT, "bootstrap: rank %d of %d connected through %s in %lld ms", rank, nranks,
        rv.rootName, (long long)(weftNowMs() - startMs));
 done:
@@ -1456,9 +1458,17 @@ weftResult_t weftBootstrapBarrier(struct weftBootstrap *b, int64_t deadlineMs) {
 
 weftResult_t weftBootstrapClose(struct weftBootstrap *b) {
   if (b == NULL) return weftSuccess;
+  explicit_bzero(b->secret, sizeof b->secret);
   weftSocketClose(&b->nextFd);
   weftSocketClose(&b->prevFd);
   free(b->peers);
   free(b);
   return weftSuccess;
+}
+
+const uint8_t *weftBootstrapSecret(const struct weftBootstrap *b) { return b->secret; }
+
+const union weftSockAddr *weftBootstrapPeerAddr(const struct weftBootstrap *b, int rank) {
+  if (b == NULL || b->peers == NULL || rank < 0 || rank >= b->nranks) return NULL;
+  return b->peers[rank].sa.sa_family != 0 ? &b->peers[rank] : NULL;
 }

@@ -25,6 +25,13 @@ weftResult_t weftBootstrapInit(const weftUniqueId *id, int rank, int nranks, int
 weftResult_t weftBootstrapAllGather(struct weftBootstrap *b, void *data, size_t bytesPerRank,
                                     int64_t deadlineMs);
 weftResult_t weftBootstrapBarrier(struct weftBootstrap *b, int64_t deadlineMs);
+/* The communicator's 128-bit secret (16 bytes), for transports that authenticate their own
+ * connections the way the bootstrap does. Valid until weftBootstrapClose. */
+const uint8_t *weftBootstrapSecret(const struct weftBootstrap *b);
+/* The address of rank's bootstrap listener (for this rank: the interface picked by
+ * WEFT_SOCKET_IFNAME, or toward the root), or NULL where unknown (a one-rank communicator). */
+union weftSockAddr;
+const union weftSockAddr *weftBootstrapPeerAddr(const struct weftBootstrap *b, int rank);
 /* Closes every socket; never blocks. */
 weftResult_t weftBootstrapClose(struct weftBootstrap *b);
 

@@ -1,20 +1,22 @@
 /* Element-wise reductions (see reduce.h).
  *
- * Three kernel sets compute the same function: portable C loops (which the compiler
- * auto-vectorizes for the baseline ISA), AVX2 + F16C, and AVX-512 (F, BW, VL) + F16C. One set is
- * picked once per process from the CPU and WEFT_SIMD. Results are bit-identical whichever set
- * runs, because:
+ * Three kernel sets compute the same function: portable C (generic GCC/Clang vectors, so SSE2
+ * or NEON; fp16 and bf16 one element at a time), AVX2 + F16C, and AVX-512 (F, BW, VL) + F16C
+ * intrinsics. One set is picked once per process from the CPU and WEFT_SIMD. Results are
+ * bit-identical whichever set runs, because:
  *  - every kernel computes exactly `a op b` per element, in the same precision (fp16 and bf16 in
  *    fp32), with IEEE division (never a reciprocal) for Avg and no multiply-add anywhere, so
  *    nothing can be contracted to an FMA (the SIMD targets leave "fma" off for the same reason);
  *  - the scalar tails of the SIMD loops call the element functions of the portable path;
  *  - the software fp16 conversions replicate F16C bit for bit, NaN payloads included, and the
- *    bf16 conversion is the same integer rounding in every path.
+ *    bf16 conversion is the same integer rounding in every path;
+ *  - where IEEE leaves a choice (which NaN comes out of NaN op NaN) the code makes it.
  *
- * Floating-point Max/Min propagate NaN: max(a, b) = (a > b || isnan(a)) ? a : b, likewise min
- * with <. A NaN from any rank therefore reaches the result whatever the reduction order (plain
- * a > b ? a : b would drop a NaN in a and keep one in b). With two NaNs the result is a's; with
- * +0 and -0 it is b. Integer Avg wraps the sum in the type, then divides truncating toward zero.
+ * NaN: Sum, Prod and Avg of two NaNs give a's, made quiet. Max/Min propagate NaN:
+ * max(a, b) = (a > b || isnan(a)) ? a : b, likewise min with <. A NaN from any rank therefore
+ * reaches the result whatever the reduction order (plain a > b ? a : b would drop a NaN in a
+ * and keep one in b). With +0 and -0, max and min give b. Integer Avg wraps the sum in the
+ * type, then divides truncating toward zero.
  *
  * Buffers must be aligned to their element size (C's rule for the pointers); they need no
  * vector alignment. dst may equal a or b: each vector of a and b is loaded before the
@@ -67,8 +69,11 @@ static inline float bitsFloat(uint32_t u) {
   return f;
 }
 
+/* The kernels call these static versions: under -fPIC the exported functions could be
+ * interposed, so the compiler would not inline them. */
+
 /* Exact. NaNs keep sign and payload and come out quiet, as VCVTPH2PS does. */
-float weftHalfToFloat(uint16_t h) {
+static inline float halfToFloat(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
   if (exp == 0x1f) /* Inf, NaN */
@@ -86,7 +91,7 @@ float weftHalfToFloat(uint16_t h) {
 
 /* Round to nearest even, as VCVTPS2PH with _MM_FROUND_TO_NEAREST_INT: overflow gives Inf,
  * small values give subnormals, NaNs keep sign and the top payload bits and come out quiet. */
-uint16_t weftFloatToHalf(float f) {
+static inline uint16_t floatToHalf(float f) {
   uint32_t u = floatBits(f);
   uint32_t sign = (u >> 16) & 0x8000u, ax = u & 0x7fffffffu;
   if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
@@ -105,16 +110,21 @@ uint16_t weftFloatToHalf(float f) {
 }
 
 /* bf16 is the top half of an fp32: widening is a shift, and keeps NaNs as they are. */
-float weftBf16ToFloat(uint16_t b) { return bitsFloat((uint32_t)b << 16); }
+static inline float bf16ToFloat(uint16_t b) { return bitsFloat((uint32_t)b << 16); }
 
 /* Round to nearest even by adding 0x7fff plus the lowest kept bit (a carry into the exponent
  * is the correct rounding up, to Inf past the largest finite value). A NaN could round to Inf,
  * so it is truncated and made quiet instead. The SIMD kernels do the same integer steps. */
-uint16_t weftFloatToBf16(float f) {
+static inline uint16_t floatToBf16(float f) {
   uint32_t u = floatBits(f);
   if (isnan(f)) return (uint16_t)((u >> 16) | 0x40u);
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+
+float weftHalfToFloat(uint16_t h) { return halfToFloat(h); }
+uint16_t weftFloatToHalf(float f) { return floatToHalf(f); }
+float weftBf16ToFloat(uint16_t b) { return bf16ToFloat(b); }
+uint16_t weftFloatToBf16(float f) { return floatToBf16(f); }
 
 /* ---- Element functions: one element of every type x op; the portable kernels and the SIMD
  * tails both use them. nranks only matters to avg (the final (a+b)/nranks) and div. ---------- */
@@ -137,13 +147,16 @@ INT_ELEMENTS(u32, uint32_t, uint32_t, uint32_t)
 INT_ELEMENTS(i64, int64_t, uint64_t, int64_t)
 INT_ELEMENTS(u64, uint64_t, uint64_t, uint64_t)
 
+/* With two NaN operands x86 returns the first, but a compiler may swap the operands of a
+ * commutative op, so which NaN came out would depend on code generation. Every path therefore
+ * returns a's NaN explicitly when a is one (a + a: a made quiet, as a + b would). */
 #define FLOAT_ELEMENTS(tag, T)                                                                  \
-  static inline T tag##_sum(T a, T b, int n) { (void)n; return a + b; }                        \
-  static inline T tag##_prod(T a, T b, int n) { (void)n; return a * b; }                       \
+  static inline T tag##_sum(T a, T b, int n) { (void)n; return isnan(a) ? a + a : a + b; }     \
+  static inline T tag##_prod(T a, T b, int n) { (void)n; return isnan(a) ? a + a : a * b; }    \
   static inline T tag##_max(T a, T b, int n) { (void)n; return (a > b || isnan(a)) ? a : b; }  \
   static inline T tag##_min(T a, T b, int n) { (void)n; return (a < b || isnan(a)) ? a : b; }  \
   static inline T tag##_div(T x, int n) { return x / (T)n; }                                  \
-  static inline T tag##_avg(T a, T b, int n) { return (a + b) / (T)n; }
+  static inline T tag##_avg(T a, T b, int n) { return tag##_sum(a, b, n) / (T)n; }
 
 FLOAT_ELEMENTS(f32, float)
 FLOAT_ELEMENTS(f64, double)
@@ -167,8 +180,8 @@ FLOAT_ELEMENTS(f64, double)
     return FROMF(f32_avg(TOF(a), TOF(b), n));                                                 \
   }
 
-NARROW_ELEMENTS(f16, weftHalfToFloat, weftFloatToHalf)
-NARROW_ELEMENTS(bf16, weftBf16ToFloat, weftFloatToBf16)
+NARROW_ELEMENTS(f16, halfToFloat, floatToHalf)
+NARROW_ELEMENTS(bf16, bf16ToFloat, floatToBf16)
 
 /* ---- Kernels ------------------------------------------------------------------------------ */
 
@@ -221,9 +234,11 @@ VEC_TYPES(64)
 #define VX_PROD(x, y, n) ((x) * (y))
 #define VX_MAX(x, y, n) VSEL((x) > (y), x, y)
 #define VX_MIN(x, y, n) VSEL((x) < (y), x, y)
+#define VX_FSUM(x, y, n) VSEL((x) != (x), (x) + (x), (x) + (y)) /* a's NaN first, as f32_sum */
+#define VX_FPROD(x, y, n) VSEL((x) != (x), (x) + (x), (x) * (y))
 #define VX_FMAX(x, y, n) VSEL(((x) > (y)) | ((x) != (x)), x, y)
 #define VX_FMIN(x, y, n) VSEL(((x) < (y)) | ((x) != (x)), x, y)
-#define VX_AVG(x, y, n) (((x) + (y)) / (__typeof__((x)[0]))(n))
+#define VX_AVG(x, y, n) (VX_FSUM(x, y, n) / (__typeof__((x)[0]))(n))
 #define VX_DIV(x, n) ((x) / (__typeof__((x)[0]))(n))
 
 /* Whole vectors of VT through VOP (memcpy: unaligned loads; a and b are read before dst is
@@ -283,10 +298,9 @@ VEC_TYPES(64)
       {i8_div_##set, u8_div_##set, i32_div_##set, u32_div_##set, i64_div_##set,               \
        u64_div_##set, f16_div_##set, f32_div_##set, f64_div_##set, bf16_div_##set}};
 
-/* Portable: 16-byte generic vectors, scalar fp16/bf16. */
 #define FLOAT_KERNELS(tag, T, set, ATTR, W)                                                    \
-  VEC_BINARY(tag##_sum_##set, ATTR, T, tag##_v##W, VX_SUM, tag##_sum)                         \
-  VEC_BINARY(tag##_prod_##set, ATTR, T, tag##_v##W, VX_PROD, tag##_prod)                      \
+  VEC_BINARY(tag##_sum_##set, ATTR, T, tag##_v##W, VX_FSUM, tag##_sum)                        \
+  VEC_BINARY(tag##_prod_##set, ATTR, T, tag##_v##W, VX_FPROD, tag##_prod)                     \
   VEC_BINARY(tag##_max_##set, ATTR, T, tag##_v##W, VX_FMAX, tag##_max)                        \
   VEC_BINARY(tag##_min_##set, ATTR, T, tag##_v##W, VX_FMIN, tag##_min)                        \
   VEC_BINARY(tag##_avg_##set, ATTR, T, tag##_v##W, VX_AVG, tag##_avg)                         \
@@ -299,6 +313,7 @@ VEC_TYPES(64)
   BINARY_LOOP(tag##_avg_##set, ATTR, T, tag##_avg)                                            \
   UNARY_LOOP(tag##_div_##set, ATTR, T, tag##_div)
 
+/* Portable: 16-byte generic vectors, fp16/bf16 an element at a time. */
 ALL_INT_KERNELS(portable, , 16)
 FLOAT_KERNELS(f32, float, portable, , 16)
 FLOAT_KERNELS(f64, double, portable, , 16)
@@ -308,47 +323,50 @@ KERNEL_SET(portable)
 
 #if WEFT_X86
 
-/* SIMD loops for the floating-point types: W elements a vector, loaded as a vector of VT (fp16
- * and bf16 widened to fp32), combined by VOP (the divisor nranks broadcast in vn), stored back
+/* SIMD loops for the floating-point types. LOAD gives W elements as fp32 or fp64 vectors (fp16
+ * and bf16 widened), VOP combines them (nranks broadcast in vn by SET1), STORE writes them back
  * (rounded). Every vector of a and b is loaded before dst is written. The tail goes through the
  * element function F, which computes the same bits. */
-#define SIMD_BINARY(name, ATTR, T, W, VT, LOAD, STORE, SET1, VOP, F)                           \
+#define SIMD_BINARY(name, ATTR, T, W, LOAD, STORE, SET1, VOP, F)                               \
   ATTR static void name(void *dst, const void *a, const void *b, size_t n, int nranks) {      \
     T *d = dst;                                                                               \
     const T *x = a, *y = b;                                                                   \
-    const VT vn = SET1(nranks);                                                               \
+    const __typeof__(SET1(1)) vn = SET1(nranks);                                              \
     (void)vn;                                                                                 \
     size_t i = 0;                                                                             \
     for (; i + 2 * W <= n; i += 2 * W) {                                                      \
-      VT x0 = LOAD(x + i), y0 = LOAD(y + i), x1 = LOAD(x + i + W), y1 = LOAD(y + i + W);      \
+      __typeof__(LOAD(x)) x0 = LOAD(x + i), y0 = LOAD(y + i);                                 \
+      __typeof__(LOAD(x)) x1 = LOAD(x + i + W), y1 = LOAD(y + i + W);                         \
       STORE(d + i, VOP(x0, y0, vn));                                                          \
       STORE(d + i + W, VOP(x1, y1, vn));                                                      \
     }                                                                                         \
     for (; i + W <= n; i += W) {                                                              \
-      VT x0 = LOAD(x + i), y0 = LOAD(y + i);                                                  \
+      __typeof__(LOAD(x)) x0 = LOAD(x + i), y0 = LOAD(y + i);                                 \
       STORE(d + i, VOP(x0, y0, vn));                                                          \
     }                                                                                         \
     for (; i < n; i++) d[i] = F(x[i], y[i], nranks);                                          \
   }
-#define SIMD_UNARY(name, ATTR, T, W, VT, LOAD, STORE, SET1, VOP, F)                            \
+#define SIMD_UNARY(name, ATTR, T, W, LOAD, STORE, SET1, VOP, F)                                \
   ATTR static void name(void *dst, const void *src, size_t n, int nranks) {                   \
     T *d = dst;                                                                               \
     const T *x = src;                                                                         \
-    const VT vn = SET1(nranks);                                                               \
+    const __typeof__(SET1(1)) vn = SET1(nranks);                                              \
     size_t i = 0;                                                                             \
-    for (; i + W <= n; i += W) STORE(d + i, VOP(LOAD(x + i), vn));                            \
+    for (; i + W <= n; i += W) {                                                              \
+      __typeof__(LOAD(x)) x0 = LOAD(x + i);                                                   \
+      STORE(d + i, VOP(x0, vn));                                                              \
+    }                                                                                         \
     for (; i < n; i++) d[i] = F(x[i], nranks);                                                \
   }
 
-/* The five binary ops and the division of one vector type; OPS names the family (op macros
- * are OPS##_SUM etc.). Max/min add the isnan(a) selection to the a > b ? a : b of MAXPS. */
-#define SIMD_KERNELS(tag, T, set, ATTR, W, VT, LOAD, STORE, SET1, OPS)                         \
-  SIMD_BINARY(tag##_sum_##set, ATTR, T, W, VT, LOAD, STORE, SET1, OPS##_SUM, tag##_sum)       \
-  SIMD_BINARY(tag##_prod_##set, ATTR, T, W, VT, LOAD, STORE, SET1, OPS##_PROD, tag##_prod)    \
-  SIMD_BINARY(tag##_max_##set, ATTR, T, W, VT, LOAD, STORE, SET1, OPS##_MAX, tag##_max)       \
-  SIMD_BINARY(tag##_min_##set, ATTR, T, W, VT, LOAD, STORE, SET1, OPS##_MIN, tag##_min)       \
-  SIMD_BINARY(tag##_avg_##set, ATTR, T, W, VT, LOAD, STORE, SET1, OPS##_AVG, tag##_avg)       \
-  SIMD_UNARY(tag##_div_##set, ATTR, T, W, VT, LOAD, STORE, SET1, OPS##_DIV, tag##_div)
+/* The five binary ops and the division of one vector family OPS (op macros OPS##_SUM ...). */
+#define SIMD_KERNELS(tag, T, set, ATTR, W, LOAD, STORE, SET1, OPS)                             \
+  SIMD_BINARY(tag##_sum_##set, ATTR, T, W, LOAD, STORE, SET1, OPS##_SUM, tag##_sum)           \
+  SIMD_BINARY(tag##_prod_##set, ATTR, T, W, LOAD, STORE, SET1, OPS##_PROD, tag##_prod)        \
+  SIMD_BINARY(tag##_max_##set, ATTR, T, W, LOAD, STORE, SET1, OPS##_MAX, tag##_max)           \
+  SIMD_BINARY(tag##_min_##set, ATTR, T, W, LOAD, STORE, SET1, OPS##_MIN, tag##_min)           \
+  SIMD_BINARY(tag##_avg_##set, ATTR, T, W, LOAD, STORE, SET1, OPS##_AVG, tag##_avg)           \
+  SIMD_UNARY(tag##_div_##set, ATTR, T, W, LOAD, STORE, SET1, OPS##_DIV, tag##_div)
 
 /* No "fma": see the top of the file. */
 #define ATTR_AVX2 __attribute__((target("avx2,f16c")))
@@ -357,17 +375,21 @@ KERNEL_SET(portable)
 
 /* -- AVX2: 8 fp32 or 4 fp64 lanes -- */
 
-#define AVX2_PS_SUM(x, y, n) _mm256_add_ps(x, y)
-#define AVX2_PS_PROD(x, y, n) _mm256_mul_ps(x, y)
+/* The vector forms of the element functions: sum and product return a's NaN (a + a) where a
+ * is one; max and min add the isnan(a) selection to MAXPS's a > b ? a : b. */
+#define AVX2_PS_NANFIRST(x, r) _mm256_blendv_ps(r, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q))
+#define AVX2_PS_SUM(x, y, n) AVX2_PS_NANFIRST(x, _mm256_add_ps(x, y))
+#define AVX2_PS_PROD(x, y, n) AVX2_PS_NANFIRST(x, _mm256_mul_ps(x, y))
 #define AVX2_PS_MAX(x, y, n) _mm256_blendv_ps(_mm256_max_ps(x, y), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q))
 #define AVX2_PS_MIN(x, y, n) _mm256_blendv_ps(_mm256_min_ps(x, y), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q))
-#define AVX2_PS_AVG(x, y, n) _mm256_div_ps(_mm256_add_ps(x, y), n)
+#define AVX2_PS_AVG(x, y, n) _mm256_div_ps(AVX2_PS_SUM(x, y, n), n)
 #define AVX2_PS_DIV(x, n) _mm256_div_ps(x, n)
-#define AVX2_PD_SUM(x, y, n) _mm256_add_pd(x, y)
-#define AVX2_PD_PROD(x, y, n) _mm256_mul_pd(x, y)
+#define AVX2_PD_NANFIRST(x, r) _mm256_blendv_pd(r, _mm256_add_pd(x, x), _mm256_cmp_pd(x, x, _CMP_UNORD_Q))
+#define AVX2_PD_SUM(x, y, n) AVX2_PD_NANFIRST(x, _mm256_add_pd(x, y))
+#define AVX2_PD_PROD(x, y, n) AVX2_PD_NANFIRST(x, _mm256_mul_pd(x, y))
 #define AVX2_PD_MAX(x, y, n) _mm256_blendv_pd(_mm256_max_pd(x, y), x, _mm256_cmp_pd(x, x, _CMP_UNORD_Q))
 #define AVX2_PD_MIN(x, y, n) _mm256_blendv_pd(_mm256_min_pd(x, y), x, _mm256_cmp_pd(x, x, _CMP_UNORD_Q))
-#define AVX2_PD_AVG(x, y, n) _mm256_div_pd(_mm256_add_pd(x, y), n)
+#define AVX2_PD_AVG(x, y, n) _mm256_div_pd(AVX2_PD_SUM(x, y, n), n)
 #define AVX2_PD_DIV(x, n) _mm256_div_pd(x, n)
 
 ATTR_AVX2 static inline __m256 avx2LoadF32(const float *p) { return _mm256_loadu_ps(p); }
@@ -383,42 +405,61 @@ ATTR_AVX2 static inline __m256 avx2LoadF16(const uint16_t *p) {
 ATTR_AVX2 static inline void avx2StoreF16(uint16_t *p, __m256 v) {
   _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, ROUND_NEAREST));
 }
-ATTR_AVX2 static inline __m256 avx2LoadBf16(const uint16_t *p) {
-  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+
+/* 16 bf16 as two fp32 vectors. Interleaving with zeros puts each bf16 in the top half of a
+ * 32-bit lane; these in-lane unpacks (cheaper than widening moves, which cross lanes) permute
+ * the elements the same way in a, b and dst, and the in-lane pack of the store undoes it. */
+typedef struct {
+  __m256 lo, hi;
+} avx2Bf16;
+ATTR_AVX2 static inline avx2Bf16 avx2LoadBf16(const uint16_t *p) {
+  __m256i v = _mm256_loadu_si256((const __m256i *)p), z = _mm256_setzero_si256();
+  avx2Bf16 r = {_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, v)),
+                _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, v))};
+  return r;
 }
-/* weftFloatToBf16 on 8 lanes. */
-ATTR_AVX2 static inline void avx2StoreBf16(uint16_t *p, __m256 v) {
+/* floatToBf16 on 8 lanes; the result is in the low half of each 32-bit lane. */
+ATTR_AVX2 static inline __m256i avx2RoundBf16(__m256 v) {
   __m256i u = _mm256_castps_si256(v), hi = _mm256_srli_epi32(u, 16);
   __m256i bias = _mm256_add_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(1)), _mm256_set1_epi32(0x7fff));
   __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, bias), 16);
   __m256i quiet = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
-  __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-  __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
-  /* Lanes hold 0..0xffff, so the signed-saturating pack is exact. */
-  _mm_storeu_si128((__m128i *)p, _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+  return _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
 }
+ATTR_AVX2 static inline void avx2StoreBf16(uint16_t *p, avx2Bf16 v) {
+  /* Lanes hold 0..0xffff, so the signed-saturating pack is exact. */
+  _mm256_storeu_si256((__m256i *)p, _mm256_packus_epi32(avx2RoundBf16(v.lo), avx2RoundBf16(v.hi)));
+}
+#define AVX2_BF_PAIR(OP, x, y, n) ((avx2Bf16){OP((x).lo, (y).lo, n), OP((x).hi, (y).hi, n)})
+#define AVX2_BF_SUM(x, y, n) AVX2_BF_PAIR(AVX2_PS_SUM, x, y, n)
+#define AVX2_BF_PROD(x, y, n) AVX2_BF_PAIR(AVX2_PS_PROD, x, y, n)
+#define AVX2_BF_MAX(x, y, n) AVX2_BF_PAIR(AVX2_PS_MAX, x, y, n)
+#define AVX2_BF_MIN(x, y, n) AVX2_BF_PAIR(AVX2_PS_MIN, x, y, n)
+#define AVX2_BF_AVG(x, y, n) AVX2_BF_PAIR(AVX2_PS_AVG, x, y, n)
+#define AVX2_BF_DIV(x, n) ((avx2Bf16){AVX2_PS_DIV((x).lo, n), AVX2_PS_DIV((x).hi, n)})
 
 ALL_INT_KERNELS(avx2, ATTR_AVX2, 32)
-SIMD_KERNELS(f32, float, avx2, ATTR_AVX2, 8, __m256, avx2LoadF32, avx2StoreF32, avx2SetF32, AVX2_PS)
-SIMD_KERNELS(f64, double, avx2, ATTR_AVX2, 4, __m256d, avx2LoadF64, avx2StoreF64, avx2SetF64, AVX2_PD)
-SIMD_KERNELS(f16, uint16_t, avx2, ATTR_AVX2, 8, __m256, avx2LoadF16, avx2StoreF16, avx2SetF32, AVX2_PS)
-SIMD_KERNELS(bf16, uint16_t, avx2, ATTR_AVX2, 8, __m256, avx2LoadBf16, avx2StoreBf16, avx2SetF32, AVX2_PS)
+SIMD_KERNELS(f32, float, avx2, ATTR_AVX2, 8, avx2LoadF32, avx2StoreF32, avx2SetF32, AVX2_PS)
+SIMD_KERNELS(f64, double, avx2, ATTR_AVX2, 4, avx2LoadF64, avx2StoreF64, avx2SetF64, AVX2_PD)
+SIMD_KERNELS(f16, uint16_t, avx2, ATTR_AVX2, 8, avx2LoadF16, avx2StoreF16, avx2SetF32, AVX2_PS)
+SIMD_KERNELS(bf16, uint16_t, avx2, ATTR_AVX2, 16, avx2LoadBf16, avx2StoreBf16, avx2SetF32, AVX2_BF)
 KERNEL_SET(avx2)
 
-/* -- AVX-512: 16 fp32 or 8 fp64 lanes -- */
+/* -- AVX-512: 16 fp32 or 8 fp64 lanes; the same operations as AVX2 -- */
 
-#define AVX512_PS_SUM(x, y, n) _mm512_add_ps(x, y)
-#define AVX512_PS_PROD(x, y, n) _mm512_mul_ps(x, y)
+#define AVX512_PS_NANFIRST(x, r) _mm512_mask_add_ps(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x, x)
+#define AVX512_PS_SUM(x, y, n) AVX512_PS_NANFIRST(x, _mm512_add_ps(x, y))
+#define AVX512_PS_PROD(x, y, n) AVX512_PS_NANFIRST(x, _mm512_mul_ps(x, y))
 #define AVX512_PS_MAX(x, y, n) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_max_ps(x, y), x)
 #define AVX512_PS_MIN(x, y, n) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_min_ps(x, y), x)
-#define AVX512_PS_AVG(x, y, n) _mm512_div_ps(_mm512_add_ps(x, y), n)
+#define AVX512_PS_AVG(x, y, n) _mm512_div_ps(AVX512_PS_SUM(x, y, n), n)
 #define AVX512_PS_DIV(x, n) _mm512_div_ps(x, n)
-#define AVX512_PD_SUM(x, y, n) _mm512_add_pd(x, y)
-#define AVX512_PD_PROD(x, y, n) _mm512_mul_pd(x, y)
+#define AVX512_PD_NANFIRST(x, r) _mm512_mask_add_pd(r, _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q), x, x)
+#define AVX512_PD_SUM(x, y, n) AVX512_PD_NANFIRST(x, _mm512_add_pd(x, y))
+#define AVX512_PD_PROD(x, y, n) AVX512_PD_NANFIRST(x, _mm512_mul_pd(x, y))
 #define AVX512_PD_MAX(x, y, n) _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q), _mm512_max_pd(x, y), x)
 #define AVX512_PD_MIN(x, y, n) _mm512_mask_blend_pd(_mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q), _mm512_min_pd(x, y), x)
-#define AVX512_PD_AVG(x, y, n) _mm512_div_pd(_mm512_add_pd(x, y), n)
+#define AVX512_PD_AVG(x, y, n) _mm512_div_pd(AVX512_PD_SUM(x, y, n), n)
 #define AVX512_PD_DIV(x, n) _mm512_div_pd(x, n)
 
 ATTR_AVX512 static inline __m512 avx512LoadF32(const float *p) { return _mm512_loadu_ps(p); }
@@ -434,25 +475,40 @@ ATTR_AVX512 static inline __m512 avx512LoadF16(const uint16_t *p) {
 ATTR_AVX512 static inline void avx512StoreF16(uint16_t *p, __m512 v) {
   _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, ROUND_NEAREST));
 }
-ATTR_AVX512 static inline __m512 avx512LoadBf16(const uint16_t *p) {
-  __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+
+/* 32 bf16 as two fp32 vectors, interleaved as in AVX2. */
+typedef struct {
+  __m512 lo, hi;
+} avx512Bf16;
+ATTR_AVX512 static inline avx512Bf16 avx512LoadBf16(const uint16_t *p) {
+  __m512i v = _mm512_loadu_si512(p), z = _mm512_setzero_si512();
+  avx512Bf16 r = {_mm512_castsi512_ps(_mm512_unpacklo_epi16(z, v)),
+                  _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, v))};
+  return r;
 }
-/* weftFloatToBf16 on 16 lanes. */
-ATTR_AVX512 static inline void avx512StoreBf16(uint16_t *p, __m512 v) {
+ATTR_AVX512 static inline __m512i avx512RoundBf16(__m512 v) {
   __m512i u = _mm512_castps_si512(v), hi = _mm512_srli_epi32(u, 16);
   __m512i bias = _mm512_add_epi32(_mm512_and_si512(hi, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7fff));
   __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
   __m512i quiet = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
-  __m512i r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), rounded, quiet);
-  _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r)); /* lanes fit in 16 bits */
+  return _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), rounded, quiet);
 }
+ATTR_AVX512 static inline void avx512StoreBf16(uint16_t *p, avx512Bf16 v) {
+  _mm512_storeu_si512(p, _mm512_packus_epi32(avx512RoundBf16(v.lo), avx512RoundBf16(v.hi)));
+}
+#define AVX512_BF_PAIR(OP, x, y, n) ((avx512Bf16){OP((x).lo, (y).lo, n), OP((x).hi, (y).hi, n)})
+#define AVX512_BF_SUM(x, y, n) AVX512_BF_PAIR(AVX512_PS_SUM, x, y, n)
+#define AVX512_BF_PROD(x, y, n) AVX512_BF_PAIR(AVX512_PS_PROD, x, y, n)
+#define AVX512_BF_MAX(x, y, n) AVX512_BF_PAIR(AVX512_PS_MAX, x, y, n)
+#define AVX512_BF_MIN(x, y, n) AVX512_BF_PAIR(AVX512_PS_MIN, x, y, n)
+#define AVX512_BF_AVG(x, y, n) AVX512_BF_PAIR(AVX512_PS_AVG, x, y, n)
+#define AVX512_BF_DIV(x, n) ((avx512Bf16){AVX512_PS_DIV((x).lo, n), AVX512_PS_DIV((x).hi, n)})
 
 ALL_INT_KERNELS(avx512, ATTR_AVX512, 64)
-SIMD_KERNELS(f32, float, avx512, ATTR_AVX512, 16, __m512, avx512LoadF32, avx512StoreF32, avx512SetF32, AVX512_PS)
-SIMD_KERNELS(f64, double, avx512, ATTR_AVX512, 8, __m512d, avx512LoadF64, avx512StoreF64, avx512SetF64, AVX512_PD)
-SIMD_KERNELS(f16, uint16_t, avx512, ATTR_AVX512, 16, __m512, avx512LoadF16, avx512StoreF16, avx512SetF32, AVX512_PS)
-SIMD_KERNELS(bf16, uint16_t, avx512, ATTR_AVX512, 16, __m512, avx512LoadBf16, avx512StoreBf16, avx512SetF32, AVX512_PS)
+SIMD_KERNELS(f32, float, avx512, ATTR_AVX512, 16, avx512LoadF32, avx512StoreF32, avx512SetF32, AVX512_PS)
+SIMD_KERNELS(f64, double, avx512, ATTR_AVX512, 8, avx512LoadF64, avx512StoreF64, avx512SetF64, AVX512_PD)
+SIMD_KERNELS(f16, uint16_t, avx512, ATTR_AVX512, 16, avx512LoadF16, avx512StoreF16, avx512SetF32, AVX512_PS)
+SIMD_KERNELS(bf16, uint16_t, avx512, ATTR_AVX512, 32, avx512LoadBf16, avx512StoreBf16, avx512SetF32, AVX512_BF)
 KERNEL_SET(avx512)
 
 #endif /* WEFT_X86 */
@@ -480,21 +536,28 @@ static int cpuSimdLevel(void) {
 #endif
 }
 
+static const struct kernelSet *kernelSetFor(int level) {
+#if WEFT_X86
+  if (level == 512) return &avx512Kernels;
+  if (level == 2) return &avx2Kernels;
+#endif
+  (void)level;
+  return &portableKernels;
+}
+
+/* WEFT_SIMD asks for a level; one the CPU lacks falls back to the best it has. */
 static void pickKernels(void) {
-  int best = cpuSimdLevel();
+  int best = cpuSimdLevel(), level = best;
   int64_t want = weftParamSimd();
-  int level = best;
   if (want == 0 || want == 2 || want == 512) {
     level = want < best ? (int)want : best;
-    if (want > best) WARN("WEFT_SIMD=%lld: not supported by this CPU; using level %d", (long long)want, best);
+    if (want > best)
+      WARN("WEFT_SIMD=%lld: this CPU lacks those instructions; using %s", (long long)want,
+           kernelSetFor(best)->name);
   } else if (want != -1) {
-    WARN("WEFT_SIMD=%lld is not -1, 0, 2 or 512; using the best available", (long long)want);
+    WARN("WEFT_SIMD=%lld is not -1, 0, 2 or 512; using %s", (long long)want, kernelSetFor(best)->name);
   }
-  activeKernels = &portableKernels;
-#if WEFT_X86
-  if (level == 512) activeKernels = &avx512Kernels;
-  else if (level == 2) activeKernels = &avx2Kernels;
-#endif
+  activeKernels = kernelSetFor(level);
   INFO(WEFT_INIT, "Reduction kernels: %s", activeKernels->name);
 }
 

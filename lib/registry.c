@@ -2,12 +2,14 @@
 #include "core.h"
 
 extern const struct weftTransportOps weftTransportShm;
+extern const struct weftTransportOps weftTransportTcp;
 extern const struct weftAlgoOps weftAlgoRing;
 extern const struct weftAlgoOps weftAlgoDirect;
 
 /* In order of preference: the first that can connect two ranks wins. */
 const struct weftTransportOps *const weftTransports[] = {
   &weftTransportShm,
+  &weftTransportTcp,
   NULL,
 };
 

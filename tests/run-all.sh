@@ -43,6 +43,7 @@ run_cmd() {
 shm_before=$(ls /dev/shm | grep -c '^weft' || true)
 
 for t in "$BUILD"/tests/unit/*; do [ -x "$t" ] && run_criterion "$t"; done
+for t in "$BUILD"/tests/transport/*; do [ -x "$t" ] && run_criterion "$t"; done
 for t in "$BUILD"/tests/coll/*; do [ -x "$t" ] && run_criterion "$t"; done
 
 for t in "$BUILD"/tests/mpi/*; do
@@ -50,6 +51,18 @@ for t in "$BUILD"/tests/mpi/*; do
 done
 run_cmd "mpirun -np 4 allreduce_perf -c 1" $MPIRUN -np 4 "$BUILD/bench/allreduce_perf" -b 8 -e 8M -f 8 -c 1 -n 5 -w 1
 run_cmd "allreduce_perf -t 3 -d all -o all" "$BUILD/bench/allreduce_perf" -t 3 -b 1K -e 64K -f 8 -d all -o all -c 1 -n 2 -w 1
+
+# Ranks on several emulated hosts (network namespaces; needs root): 77 means skipped.
+note "multi-host: tests/mpi/run-multihost.sh $BUILD"
+mh_log=$(mktemp)
+timeout 900 "$(dirname "$0")/mpi/run-multihost.sh" "$BUILD" 2>&1 | tee "$mh_log"
+mh_rc=${PIPESTATUS[0]}
+case $mh_rc in
+  0) passed=$((passed + 1)); echo "PASS multi-host" ;;
+  77) skipped=$((skipped + 1)); echo "SKIP multi-host: $(sed -n 's/^run-multihost: skipped: //p' "$mh_log" | tail -1)" ;;
+  *) failed=$((failed + 1)); echo "FAIL multi-host (exit $mh_rc)" ;;
+esac
+rm -f "$mh_log"
 
 shm_after=$(ls /dev/shm | grep -c '^weft' || true)
 note "/dev/shm: $shm_before weft segments before the suite, $shm_after after"

@@ -1,6 +1,9 @@
 /* Collective correctness under a real launcher: mpirun starts the ranks, rank 0 broadcasts
  * the unique id with MPI, every algorithm is forced in turn (then the tuner decides), every
- * datatype and op, in-place and out-of-place, odd counts. Prints "N passed, N failed". */
+ * datatype and op, in-place and out-of-place, odd counts. Prints "N passed, N failed".
+ * Options: --quick drops the largest count (every datatype, op, in-place/out-of-place and odd
+ * count stays); --algos LIST runs only these of ring,direct,tuner (e.g. "ring,tuner" across
+ * hosts, where direct, a shared-memory algorithm, cannot run). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,12 +13,13 @@
 #include "reduce.h"
 
 static const size_t counts[] = {0, 1, 2, 13, 1021, 65537, 300007};
+static size_t nCounts = sizeof counts / sizeof counts[0];
 
 static long runAll(weftComm_t comm, int rank, int nranks, long *cases) {
-  size_t maxCount = counts[sizeof counts / sizeof counts[0] - 1];
+  size_t maxCount = counts[nCounts - 1];
   char *send = malloc(maxCount * 8), *recv = malloc(maxCount * 8);
   long failures = 0;
-  for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+  for (size_t c = 0; c < nCounts; c++)
     for (int t = 0; t < weftNumTypes; t++)
       for (int o = 0; o < weftNumOps; o++) {
         if (o == weftAvg && !weftTypeIsFloat((weftDataType_t)t)) continue;
@@ -43,8 +47,32 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   static const char *const algos[] = {"ring", "direct", NULL};
+  int runAlgo[3] = {1, 1, 1};
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--quick") == 0) {
+      nCounts--; /* all but 300007 */
+    } else if (strcmp(argv[i], "--algos") == 0 && i + 1 < argc) {
+      char list[256];
+      snprintf(list, sizeof list, "%s", argv[++i]);
+      runAlgo[0] = runAlgo[1] = runAlgo[2] = 0;
+      for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int a = strcmp(tok, "ring") == 0 ? 0 : strcmp(tok, "direct") == 0 ? 1 : strcmp(tok, "tuner") == 0 ? 2 : -1;
+        if (a < 0) {
+          if (rank == 0) fprintf(stderr, "mpi_allreduce_check: --algos: unknown '%s' (ring, direct, tuner)\n", tok);
+          MPI_Finalize();
+          return 2;
+        }
+        runAlgo[a] = 1;
+      }
+    } else {
+      if (rank == 0) fprintf(stderr, "usage: mpi_allreduce_check [--quick] [--algos ring,direct,tuner]\n");
+      MPI_Finalize();
+      return 2;
+    }
+  }
   long passed = 0, failed = 0;
   for (int a = 0; a < 3; a++) {
+    if (!runAlgo[a]) continue;
     if (algos[a]) setenv("WEFT_ALGO", algos[a], 1);
     else unsetenv("WEFT_ALGO");
     weftUniqueId id;

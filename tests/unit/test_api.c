@@ -145,3 +145,26 @@ Test(params, listing_names_every_parameter) {
   cr_assert(strstr(text, "`WEFT_SOCKET_IFNAME`") != NULL);
   free(text);
 }
+
+/* docs/env.md must stay true: every declared parameter is documented there. */
+Test(params, every_parameter_is_in_docs_env_md) {
+  FILE *doc = fopen("docs/env.md", "r");
+  if (doc == NULL) doc = fopen("../docs/env.md", "r");
+  cr_assert_not_null(doc, "docs/env.md not found (run from the repository root)");
+  static char docText[1 << 16];
+  size_t n = fread(docText, 1, sizeof docText - 1, doc);
+  docText[n] = '\0';
+  fclose(doc);
+  char *list = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&list, &len);
+  weftParamsPrint(f);
+  fclose(f);
+  for (char *p = strstr(list, "`WEFT_"); p != NULL; p = strstr(p + 1, "`WEFT_")) {
+    char name[64];
+    size_t k = strcspn(p + 1, "`");
+    snprintf(name, sizeof name, "%.*s", (int)k, p + 1);
+    cr_expect(strstr(docText, name) != NULL, "%s is not documented in docs/env.md", name);
+  }
+  free(list);
+}

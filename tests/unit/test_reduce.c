@@ -54,19 +54,36 @@ static int64_t sext(uint64_t v, size_t sz) {
   return (int64_t)(v ^ m) - (int64_t)m;
 }
 
-/* Random contents: integers are random bits; floats mix random bit patterns (NaN, Inf,
- * subnormals, huge values) with ordinary values whose sums and products round. */
+/* Special values: NaNs (quiet, signalling, both signs, payloads), infinities, zeros,
+ * subnormals, the largest finite values; for integers the extremes. */
+static const uint64_t specials[][13] = {
+    [weftFloat16] = {0x7e00, 0xfe00, 0x7d55, 0x7e01, 0x7c00, 0xfc00, 0x0000, 0x8000, 0x0001,
+                     0x8001, 0x03ff, 0x7bff, 0xfbff},
+    [weftBfloat16] = {0x7fc0, 0xffc0, 0x7f81, 0x7fc1, 0x7f80, 0xff80, 0x0000, 0x8000, 0x0001,
+                      0x807f, 0x0080, 0x7f7f, 0xff7f},
+    [weftFloat32] = {0x7fc00000, 0xffc00000, 0x7f800001, 0x7fc12345, 0x7f800000, 0xff800000, 0,
+                     0x80000000, 1, 0x807fffff, 0x00800000, 0x7f7fffff, 0xff7fffff},
+    [weftFloat64] = {0x7ff8000000000000, 0xfff8000000000000, 0x7ff0000000000001,
+                     0x7ff8000000012345, 0x7ff0000000000000, 0xfff0000000000000, 0,
+                     0x8000000000000000, 1, 0x800fffffffffffff, 0x0010000000000000,
+                     0x7fefffffffffffff, 0xffefffffffffffff},
+};
+
+/* Random contents: 1 in 8 elements a special value (so that, e.g., both operands are NaN
+ * often), 1 in 16 random bits, the rest ordinary values whose sums and products round. */
 static void fillRandom(void *buf, size_t n, weftDataType_t t) {
   size_t sz = weftTypeSize(t);
+  uint64_t top = 1ull << (8 * sz - 1);
+  uint64_t intSpecials[] = {0, 1, top - 1, top, top | (top - 1)}; /* 0, 1, MAX, MIN, -1 */
   for (size_t i = 0; i < n; i++) {
-    uint64_t r = rnd(), v = r;
-    int raw = (r >> 60) == 0; /* 1 in 16 */
-    if (!raw) {
-      uint64_t s = (r >> 59) & 1;
+    uint64_t r = rnd(), v = r, s = (r >> 59) & 1, kind = r >> 60;
+    if (kind < 2) {
+      v = weftTypeIsFloat(t) ? specials[t][(r >> 32) % 13] : intSpecials[(r >> 32) % 5];
+    } else if (kind > 2) {
       switch (t) {
         case weftFloat16: v = s << 15 | ((8 + (r >> 10) % 14) << 10) | (r & 0x3ff); break;
         case weftBfloat16: v = s << 15 | ((110 + (r >> 7) % 30) << 7) | (r & 0x7f); break;
-        case weftFloat32: v = (uint64_t)s << 31 | ((110 + (r >> 23) % 30) << 23) | (r & 0x7fffff); break;
+        case weftFloat32: v = s << 31 | ((110 + (r >> 23) % 30) << 23) | (r & 0x7fffff); break;
         case weftFloat64: v = s << 63 | ((1000 + (r >> 52) % 40) << 52) | (r & 0xfffffffffffffull); break;
         default: break;
       }
@@ -93,24 +110,39 @@ static float refMinF(float a, float b) { return isnan(a) ? a : isnan(b) ? b : (a
 static double refMaxD(double a, double b) { return isnan(a) ? a : isnan(b) ? b : (a > b ? a : b); }
 static double refMinD(double a, double b) { return isnan(a) ? a : isnan(b) ? b : (a < b ? a : b); }
 
+/* Sum and product of two NaNs: a's, made quiet (the library's documented choice). */
+static float quietF(float a) { return bitsf(fbits(a) | 0x400000u); }
+static double quietD(double a) {
+  uint64_t u;
+  memcpy(&u, &a, 8);
+  u |= 1ull << 51;
+  memcpy(&a, &u, 8);
+  return a;
+}
 static float refF32(enum mode m, weftRedOp_t op, float a, float b, int nranks) {
   if (m == COPY) return op == weftAvg ? a / (float)nranks : a;
   switch (op) {
-    case weftSum: return a + b;
-    case weftProd: return a * b;
+    case weftSum: return isnan(a) ? quietF(a) : a + b;
+    case weftProd: return isnan(a) ? quietF(a) : a * b;
     case weftMax: return refMaxF(a, b);
     case weftMin: return refMinF(a, b);
-    default: return m == FINAL ? (a + b) / (float)nranks : a + b;
+    default: {
+      float s = isnan(a) ? quietF(a) : a + b;
+      return m == FINAL ? s / (float)nranks : s;
+    }
   }
 }
 static double refF64(enum mode m, weftRedOp_t op, double a, double b, int nranks) {
   if (m == COPY) return op == weftAvg ? a / (double)nranks : a;
   switch (op) {
-    case weftSum: return a + b;
-    case weftProd: return a * b;
+    case weftSum: return isnan(a) ? quietD(a) : a + b;
+    case weftProd: return isnan(a) ? quietD(a) : a * b;
     case weftMax: return refMaxD(a, b);
     case weftMin: return refMinD(a, b);
-    default: return m == FINAL ? (a + b) / (double)nranks : a + b;
+    default: {
+      double s = isnan(a) ? quietD(a) : a + b;
+      return m == FINAL ? s / (double)nranks : s;
+    }
   }
 }
 static uint64_t refInt(enum mode m, weftRedOp_t op, weftDataType_t t, uint64_t a, uint64_t b,

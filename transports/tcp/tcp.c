@@ -1,0 +1,501 @@
+/* TCP transport between ranks on different hosts (or any two ranks, where shm does not win).
+ * Each direction of a connection is WEFT_TCP_NSOCKS TCP streams plus a FIFO of slots in local
+ * memory on each end. The calling thread fills and drains slots exactly as with shm; a
+ * progress thread per communicator (tcp_progress.c) moves posted slots onto the streams and
+ * received bytes into free slots, so reductions overlap with the network. The sender dials
+ * the receiver's listener; every stream proves the communicator's secret (tcp_wire.c) before
+ * it is used. See docs/transports/tcp.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "bootstrap.h"
+#include "check.h"
+#include "core.h"
+#include "param.h"
+#include "tcp.h"
+
+/* ---- Parameters and per-communicator state ---- */
+
+static int tcpQuery(char *why, size_t len) {
+  (void)why;
+  (void)len;
+  return 1; /* only sockets are needed, and every Linux host has them */
+}
+
+static double tcpParamDouble(const char *env, const char *text, double deflt) {
+  char *end = NULL;
+  double v = strtod(text, &end);
+  if (end == text || *end != '\0' || !(v > 0)) {
+    WARN("%s=\"%s\" is not a positive number; using %g", env, text, deflt);
+    return deflt;
+  }
+  return v;
+}
+
+static weftResult_t tcpReadShape(struct tcpShape *shape) {
+  int64_t slotBytes = weftParamTcpSlotBytes(), nslots = weftParamTcpSlots();
+  int64_t nsocks = weftParamTcpNsocks(), minStripe = weftParamTcpMinStripeBytes();
+  if (slotBytes < 4096 || slotBytes > (1 << 30) || slotBytes % 64 != 0 || nslots < 2 ||
+      nslots > TCP_MAX_SLOTS || nsocks < 1 || nsocks > TCP_MAX_SOCKS || minStripe < 4096 ||
+      minStripe > (1 << 30))
+    return weftSetError(weftInvalidArgument,
+                        "WEFT_TCP_SLOT_BYTES=%lld / WEFT_TCP_SLOTS=%lld / WEFT_TCP_NSOCKS=%lld / "
+                        "WEFT_TCP_MIN_STRIPE_BYTES=%lld: need a multiple of 64 in 4096..1 GiB, "
+                        "2..%d slots, 1..%d sockets and a stripe of 4096..1 GiB",
+                        (long long)slotBytes, (long long)nslots, (long long)nsocks,
+                        (long long)minStripe, TCP_MAX_SLOTS, TCP_MAX_SOCKS);
+  *shape = (struct tcpShape){.slotBytes = (uint64_t)slotBytes,
+                             .nslots = (uint32_t)nslots,
+                             .nsocks = (uint32_t)nsocks,
+                             .minStripe = (uint32_t)minStripe};
+  return weftSuccess;
+}
+
+/* The listener binds the interface the bootstrap picked for this rank (WEFT_SOCKET_IFNAME,
+ * or the one toward the root), so both kinds of socket take the same network. */
+static weftResult_t tcpPickBindAddr(struct weftComm *comm, union weftSockAddr *addr) {
+  const union weftSockAddr *boot = weftBootstrapPeerAddr(comm->boot, comm->rank);
+  if (boot != NULL) {
+    *addr = *boot;
+  } else {
+    char ifname[64];
+    WEFTCHECK(weftSocketPickInterface(weftSocketFamily(), addr, ifname, sizeof ifname));
+  }
+  if (addr->sa.sa_family == AF_INET6)
+    addr->sin6.sin6_port = 0;
+  else
+    addr->sin.sin_port = 0;
+  return weftSuccess;
+}
+
+static weftResult_t tcpInit(struct weftComm *comm, void **state) {
+  struct tcpShape shape;
+  WEFTCHECK(tcpReadShape(&shape));
+  struct tcpState *s = calloc(1, sizeof *s);
+  if (s == NULL) return weftSetError(weftSystemError, "tcp: out of memory");
+  weftResult_t rc;
+  s->rank = comm->rank;
+  s->shape = shape;
+  int64_t buf = weftParamTcpSockBufBytes();
+  s->sockBufBytes = buf > 0 ? (size_t)buf : 0;
+  s->spinUs = weftParamTcpSpinUs() > 0 ? weftParamTcpSpinUs() : 0;
+  s->lingerMs = weftParamTcpLingerMs() > 0 ? weftParamTcpLingerMs() : 0;
+  s->caps.bandwidthGBs = tcpParamDouble("WEFT_TCP_BW_GBPS", weftParamTcpBwGbps(), 1.5);
+  s->caps.latencyUs = tcpParamDouble("WEFT_TCP_LAT_US", weftParamTcpLatUs(), 20);
+  s->listenFd = -1;
+  s->wakeFd = -1;
+  memcpy(s->secret, weftBootstrapSecret(comm->boot), TCP_SECRET_BYTES);
+  WEFTCHECKGOTO(tcpPickBindAddr(comm, &s->bindAddr), rc, fail);
+  WEFTCHECKGOTO(weftTcpRandom(&s->nextConnId, sizeof s->nextConnId), rc, fail);
+  if (pthread_mutex_init(&s->lock, NULL) != 0) {
+    rc = weftSetError(weftSystemError, "tcp: pthread_mutex_init failed");
+    goto fail;
+  }
+  *state = s;
+  return weftSuccess;
+fail:
+  explicit_bzero(s->secret, sizeof s->secret);
+  free(s);
+  return rc;
+}
+
+/* Joins the progress thread (which first flushes closed connections for up to
+ * WEFT_TCP_LINGER_MS), then frees whatever is left. */
+static weftResult_t tcpFinalize(void *state) {
+  struct tcpState *s = state;
+  if (s == NULL) return weftSuccess;
+  weftTcpStop(s);
+  pthread_mutex_lock(&s->lock);
+  while (s->conns != NULL) {
+    struct tcpConn *tc = s->conns;
+    weftTcpUnlinkLocked(s, tc);
+    weftTcpFreeConn(tc);
+  }
+  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_destroy(&s->lock);
+  explicit_bzero(s->secret, sizeof s->secret);
+  free(s->fds);
+  free(s->pending);
+  free(s);
+  return weftSuccess;
+}
+
+static weftResult_t tcpCanConnect(void *state, const struct weftPeerInfo *me,
+                                  const struct weftPeerInfo *peer, int *ok,
+                                  struct weftLinkCaps *caps) {
+  struct tcpState *s = state;
+  (void)me;
+  (void)peer;
+  *ok = 1;
+  *caps = s->caps;
+  return weftSuccess;
+}
+
+/* ---- Connection set-up ---- */
+
+static weftResult_t tcpAllocConn(struct tcpState *s, int peer, int dir, struct tcpConn **out) {
+  struct tcpConn *tc = calloc(1, sizeof *tc);
+  if (tc == NULL) return weftSetError(weftSystemError, "tcp: out of memory");
+  tc->s = s;
+  tc->dir = dir;
+  tc->peer = peer;
+  tc->shape = s->shape;
+  for (int i = 0; i < TCP_MAX_SOCKS; i++) tc->streams[i] = (struct tcpStream){.fd = -1, .pollIdx = -1};
+  /* Whole pages from mmap: slot memory is touched only when used, and page-aligned slots
+   * let the kernel copy in and out at full speed. */
+  tc->slotsMapBytes = (size_t)s->shape.nslots * s->shape.slotBytes;
+  void *p = mmap(NULL, tc->slotsMapBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    free(tc);
+    return weftSetSysError(errno, "tcp: mmap of %zu bytes of slots", (size_t)s->shape.nslots * s->shape.slotBytes);
+  }
+  tc->slots = p;
+  snprintf(tc->peerName, sizeof tc->peerName, "(not connected)");
+  *out = tc;
+  return weftSuccess;
+}
+
+void weftTcpFreeConn(struct tcpConn *tc) {
+  for (uint32_t i = 0; i < TCP_MAX_SOCKS; i++) weftSocketClose(&tc->streams[i].fd);
+  if (tc->slots != NULL) munmap(tc->slots, tc->slotsMapBytes);
+  free(tc);
+}
+
+/* A receiver registers at once: the progress thread must find it by connId when the
+ * sender's streams arrive, which may be before this rank calls connect(). */
+static weftResult_t tcpSetupRecv(struct tcpState *s, struct tcpConn *tc, struct tcpBlob *b) {
+  weftResult_t rc;
+  pthread_mutex_lock(&s->lock);
+  tc->connId = s->nextConnId++;
+  rc = weftTcpListenLocked(s);
+  if (rc == weftSuccess) {
+    tc->next = s->conns;
+    s->conns = tc;
+    tc->registered = 1;
+    s->generation++;
+    b->connId = tc->connId;
+    b->listen = s->listenAddr;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return rc;
+}
+
+static weftResult_t tcpSetup(void *state, int peer, int dir, struct weftConn *c, void *blob) {
+  struct tcpState *s = state;
+  struct tcpConn *tc = NULL;
+  WEFTCHECK(weftTcpStart(s));
+  WEFTCHECK(tcpAllocConn(s, peer, dir, &tc));
+  struct tcpBlob b = {.dir = (uint32_t)dir, .rank = (uint32_t)s->rank, .shape = s->shape};
+  if (dir == WEFT_DIR_RECV) {
+    weftResult_t rc = tcpSetupRecv(s, tc, &b);
+    if (rc != weftSuccess) {
+      weftTcpFreeConn(tc);
+      return rc;
+    }
+  }
+  c->priv = tc;
+  c->peer = peer;
+  c->dir = dir;
+  c->slotBytes = s->shape.slotBytes;
+  c->caps = s->caps;
+  weftTcpEncodeBlob(&b, blob);
+  return weftSuccess;
+}
+
+static weftResult_t tcpCheckBlob(const struct tcpConn *tc, const void *peerBlob,
+                                 struct tcpBlob *b) {
+  int wantDir = tc->dir == WEFT_DIR_SEND ? WEFT_DIR_RECV : WEFT_DIR_SEND;
+  if (weftTcpDecodeBlob(peerBlob, b) != 0 || b->dir != (uint32_t)wantDir ||
+      b->rank != (uint32_t)tc->peer)
+    return weftSetError(weftInternalError,
+                        "tcp: the connection blob from rank %d is not a tcp %s blob of that rank "
+                        "(does every rank run the same weft version and WEFT_TRANSPORTS?)",
+                        tc->peer, wantDir == WEFT_DIR_RECV ? "receive" : "send");
+  if (!weftTcpSameShape(&b->shape, &tc->shape))
+    return weftSetError(weftInvalidUsage,
+                        "tcp: rank %d uses %llu-byte x %u slots on %u sockets (stripe %u), this "
+                        "rank %llu x %u on %u (stripe %u): set WEFT_TCP_SLOT_BYTES, "
+                        "WEFT_TCP_SLOTS, WEFT_TCP_NSOCKS and WEFT_TCP_MIN_STRIPE_BYTES alike on "
+                        "every rank",
+                        tc->peer, (unsigned long long)b->shape.slotBytes, b->shape.nslots,
+                        b->shape.nsocks, b->shape.minStripe,
+                        (unsigned long long)tc->shape.slotBytes, tc->shape.nslots,
+                        tc->shape.nsocks, tc->shape.minStripe);
+  return weftSuccess;
+}
+
+static weftResult_t tcpFailure(const struct tcpConn *tc) {
+  return weftSetError(weftRemoteError, "%s", tc->error);
+}
+
+/* ---- The dialing side of the handshake (sender), one step per connect() call ---- */
+
+static weftResult_t tcpDialError(struct tcpConn *tc, uint32_t i, int rc, const char *doing) {
+  char text[128];
+  return weftSetError(weftRemoteError,
+                      "tcp: rank %d could not connect stream %u to rank %d (%s) %s: %s%s",
+                      tc->s->rank, i, tc->peer, tc->peerName, doing,
+                      weftSockStatusText(rc, text, sizeof text),
+                      rc == WEFT_SOCK_CLOSED
+                          ? " (a peer that refuses the handshake holds another secret or "
+                            "WEFT_TCP_* settings)"
+                          : "");
+}
+
+static weftResult_t tcpDialStart(struct tcpConn *tc, uint32_t i) {
+  struct tcpStream *st = &tc->streams[i];
+  int rc = weftSocketConnectStart(&tc->peerAddr, &st->fd);
+  if (rc != 0) return tcpDialError(tc, i, rc, "starting the connection");
+  weftTcpSetBuffers(st->fd, tc->s->sockBufBytes);
+  st->dial = TCP_DIAL_CONNECTING;
+  return weftSuccess;
+}
+
+static weftResult_t tcpDialConnecting(struct tcpConn *tc, uint32_t i) {
+  struct tcpStream *st = &tc->streams[i];
+  struct pollfd pfd = {.fd = st->fd, .events = POLLOUT};
+  if (poll(&pfd, 1, 0) <= 0) return weftSuccess;
+  int rc = weftSocketConnectResult(st->fd);
+  if (rc != 0) return tcpDialError(tc, i, rc, "connecting");
+  st->dial = TCP_DIAL_GREETING;
+  st->dialDone = 0;
+  return weftSuccess;
+}
+
+static weftResult_t tcpDialGreeting(struct tcpConn *tc, uint32_t i) {
+  struct tcpStream *st = &tc->streams[i];
+  int rc = weftSocketRecvSome(st->fd, st->dialBuf, TCP_GREETING_BYTES, &st->dialDone);
+  if (rc != 0) return tcpDialError(tc, i, rc, "awaiting its greeting");
+  if (st->dialDone < TCP_GREETING_BYTES) return weftSuccess;
+  if (weftTcpGetBe32(st->dialBuf) != TCP_GREETING_MAGIC)
+    return weftSetError(weftRemoteError,
+                        "tcp: %s, where rank %d should listen, is not a weft tcp listener",
+                        tc->peerName, tc->peer);
+  memcpy(st->serverNonce, st->dialBuf + 4, TCP_NONCE_BYTES);
+  WEFTCHECK(weftTcpRandom(st->clientNonce, TCP_NONCE_BYTES));
+  struct tcpHello h = {.connId = tc->connId,
+                       .fromRank = (uint32_t)tc->s->rank,
+                       .toRank = (uint32_t)tc->peer,
+                       .stream = i,
+                       .shape = tc->shape};
+  memcpy(h.clientNonce, st->clientNonce, TCP_NONCE_BYTES);
+  weftTcpBuildHello(st->dialBuf, tc->s->secret, st->serverNonce, &h);
+  st->dial = TCP_DIAL_HELLO;
+  st->dialDone = 0;
+  return weftSuccess;
+}
+
+static weftResult_t tcpDialHello(struct tcpConn *tc, uint32_t i) {
+  struct tcpStream *st = &tc->streams[i];
+  int rc = weftSocketSendSome(st->fd, st->dialBuf, TCP_HELLO_BYTES, &st->dialDone);
+  if (rc != 0) return tcpDialError(tc, i, rc, "sending its hello");
+  if (st->dialDone < TCP_HELLO_BYTES) return weftSuccess;
+  st->dial = TCP_DIAL_ACK;
+  st->dialDone = 0;
+  return weftSuccess;
+}
+
+static weftResult_t tcpDialAck(struct tcpConn *tc, uint32_t i) {
+  struct tcpStream *st = &tc->streams[i];
+  int rc = weftSocketRecvSome(st->fd, st->dialBuf, TCP_ACK_BYTES, &st->dialDone);
+  if (rc != 0) return tcpDialError(tc, i, rc, "awaiting its acknowledgement");
+  if (st->dialDone < TCP_ACK_BYTES) return weftSuccess;
+  uint64_t want = weftTcpAckMac(tc->s->secret, st->clientNonce, st->serverNonce, tc->connId, i);
+  if (weftTcpGetBe64(st->dialBuf) != want)
+    return weftSetError(weftRemoteError,
+                        "tcp: rank %d (%s) sent a wrong acknowledgement MAC: it does not hold "
+                        "this communicator's secret",
+                        tc->peer, tc->peerName);
+  st->dial = TCP_DIAL_DONE;
+  st->ready = 1;
+  return weftSuccess;
+}
+
+static weftResult_t tcpDialStep(struct tcpConn *tc, uint32_t i) {
+  switch (tc->streams[i].dial) {
+    case TCP_DIAL_CONNECTING: return tcpDialConnecting(tc, i);
+    case TCP_DIAL_GREETING: return tcpDialGreeting(tc, i);
+    case TCP_DIAL_HELLO: return tcpDialHello(tc, i);
+    case TCP_DIAL_ACK: return tcpDialAck(tc, i);
+    case TCP_DIAL_DONE: return weftSuccess;
+  }
+  return weftSuccess;
+}
+
+/* Hands a sender whose streams are all authenticated to the progress thread. */
+static void tcpRegisterSend(struct tcpConn *tc) {
+  struct tcpState *s = tc->s;
+  pthread_mutex_lock(&s->lock);
+  tc->next = s->conns;
+  s->conns = tc;
+  tc->registered = 1;
+  s->generation++;
+  pthread_mutex_unlock(&s->lock);
+  weftTcpWake(s);
+  INFO(WEFT_TCP, "tcp: rank %d -> rank %d (%s) connected, %u streams", s->rank, tc->peer,
+       tc->peerName, tc->shape.nsocks);
+}
+
+static weftResult_t tcpConnectSend(struct tcpConn *tc, const void *peerBlob, int *done) {
+  if (tc->streams[0].fd < 0 && tc->streams[0].dial == TCP_DIAL_CONNECTING) {
+    struct tcpBlob b;
+    WEFTCHECK(tcpCheckBlob(tc, peerBlob, &b));
+    tc->connId = b.connId;
+    tc->peerAddr = b.listen;
+    weftSockAddrName(&tc->peerAddr, tc->peerName);
+    for (uint32_t i = 0; i < tc->shape.nsocks; i++) WEFTCHECK(tcpDialStart(tc, i));
+  }
+  int all = 1;
+  for (uint32_t i = 0; i < tc->shape.nsocks; i++) {
+    WEFTCHECK(tcpDialStep(tc, i));
+    all = all && tc->streams[i].dial == TCP_DIAL_DONE;
+  }
+  if (all) tcpRegisterSend(tc);
+  *done = all;
+  return weftSuccess;
+}
+
+static weftResult_t tcpConnectRecv(struct tcpConn *tc, const void *peerBlob, int *done) {
+  struct tcpBlob b;
+  WEFTCHECK(tcpCheckBlob(tc, peerBlob, &b));
+  if (atomic_load_explicit(&tc->failed, memory_order_acquire)) return tcpFailure(tc);
+  *done = atomic_load_explicit(&tc->attached, memory_order_acquire) == tc->shape.nsocks;
+  return weftSuccess;
+}
+
+static weftResult_t tcpConnect(struct weftConn *c, const void *peerBlob, int *done) {
+  struct tcpConn *tc = c->priv;
+  *done = 0;
+  if (tc->registered && tc->dir == WEFT_DIR_SEND) {
+    *done = 1;
+    return weftSuccess;
+  }
+  if (tc->dir == WEFT_DIR_SEND) return tcpConnectSend(tc, peerBlob, done);
+  return tcpConnectRecv(tc, peerBlob, done);
+}
+
+/* Every rank has connected: nobody else may attach, so the listener can go. */
+static weftResult_t tcpConnected(struct weftConn *c) {
+  struct tcpConn *tc = c->priv;
+  if (tc == NULL || tc->dir != WEFT_DIR_RECV) return weftSuccess;
+  pthread_mutex_lock(&tc->s->lock);
+  weftTcpMaybeUnlistenLocked(tc->s);
+  pthread_mutex_unlock(&tc->s->lock);
+  return weftSuccess;
+}
+
+/* ---- Data path: the calling thread's side of the FIFOs ---- */
+
+static weftResult_t tcpSendSlot(struct weftConn *c, void **slot) {
+  struct tcpConn *tc = c->priv;
+  if (atomic_load_explicit(&tc->failed, memory_order_acquire)) return tcpFailure(tc);
+  if (tc->mine - tc->theirs >= tc->shape.nslots) {
+    tc->theirs = atomic_load_explicit(&tc->freed, memory_order_acquire);
+    if (tc->mine - tc->theirs >= tc->shape.nslots) {
+      *slot = NULL;
+      return weftSuccess;
+    }
+  }
+  *slot = tc->slots + (tc->mine % tc->shape.nslots) * tc->shape.slotBytes;
+  return weftSuccess;
+}
+
+static weftResult_t tcpSendPost(struct weftConn *c, size_t bytes) {
+  struct tcpConn *tc = c->priv;
+  if (atomic_load_explicit(&tc->failed, memory_order_acquire)) return tcpFailure(tc);
+  if (bytes > tc->shape.slotBytes || tc->mine - tc->theirs >= tc->shape.nslots)
+    return weftSetError(weftInternalError,
+                        "tcp: sendPost of %zu bytes to rank %d without a free slot of %llu bytes",
+                        bytes, tc->peer, (unsigned long long)tc->shape.slotBytes);
+  tc->sizes[tc->mine % tc->shape.nslots] = bytes;
+  /* seq_cst, not just release: with the thread's store to `sleeping` and its reload of
+   * `posted`, this is a Dekker pair, so either the thread sees the slot or we see it sleep. */
+  atomic_store_explicit(&tc->posted, ++tc->mine, memory_order_seq_cst);
+  if (bytes <= tc->shape.minStripe &&
+      atomic_load_explicit(&tc->freed, memory_order_acquire) == tc->mine - 1)
+    weftTcpSendInline(tc);
+  else
+    weftTcpWake(tc->s);
+  return weftSuccess;
+}
+
+static weftResult_t tcpRecvSlot(struct weftConn *c, const void **slot, size_t *bytes) {
+  struct tcpConn *tc = c->priv;
+  if (tc->mine == tc->theirs) {
+    tc->theirs = atomic_load_explicit(&tc->posted, memory_order_acquire);
+    if (tc->mine == tc->theirs) {
+      weftTcpRecvInline(tc);
+      tc->theirs = atomic_load_explicit(&tc->posted, memory_order_acquire);
+    }
+    if (tc->mine == tc->theirs && atomic_load_explicit(&tc->failed, memory_order_acquire)) {
+      /* The thread publishes its last slots before `failed`: read `posted` once more. */
+      tc->theirs = atomic_load_explicit(&tc->posted, memory_order_acquire);
+      if (tc->mine == tc->theirs) return tcpFailure(tc);
+    }
+    if (tc->mine == tc->theirs) {
+      *slot = NULL;
+      return weftSuccess;
+    }
+  }
+  uint32_t i = (uint32_t)(tc->mine % tc->shape.nslots);
+  *slot = tc->slots + (size_t)i * tc->shape.slotBytes;
+  *bytes = tc->sizes[i];
+  return weftSuccess;
+}
+
+static weftResult_t tcpRecvDone(struct weftConn *c) {
+  struct tcpConn *tc = c->priv;
+  if (tc->mine == tc->theirs)
+    return weftSetError(weftInternalError, "tcp: recvDone from rank %d without a slot", tc->peer);
+  /* seq_cst for the same Dekker pairing as sendPost, with `starved` and `sleeping`. */
+  atomic_store_explicit(&tc->freed, ++tc->mine, memory_order_seq_cst);
+  if (atomic_load_explicit(&tc->starved, memory_order_seq_cst)) weftTcpWake(tc->s);
+  return weftSuccess;
+}
+
+/* ---- Teardown ---- */
+
+/* A sender's posted slots may still be on their way out: the progress thread keeps it until
+ * they are with the kernel (or WEFT_TCP_LINGER_MS passes), as shm's receiver keeps reading
+ * a segment its sender has unmapped. Everything else is freed here. */
+static weftResult_t tcpClose(struct weftConn *c) {
+  struct tcpConn *tc = c->priv;
+  if (tc == NULL) return weftSuccess;
+  c->priv = NULL;
+  struct tcpState *s = tc->s;
+  if (!tc->registered) {
+    weftTcpFreeConn(tc);
+    return weftSuccess;
+  }
+  pthread_mutex_lock(&s->lock);
+  if (tc->dir == WEFT_DIR_SEND) {
+    tc->closing = 1;
+    tc->lingerUntilMs = weftNowMs() + s->lingerMs;
+  } else {
+    weftTcpFreeConnLocked(s, tc);
+  }
+  pthread_mutex_unlock(&s->lock);
+  weftTcpKick(s);
+  return weftSuccess;
+}
+
+const struct weftTransportOps weftTransportTcp = {
+  .size = sizeof(struct weftTransportOps),
+  .name = "tcp",
+  .query = tcpQuery,
+  .init = tcpInit,
+  .canConnect = tcpCanConnect,
+  .setup = tcpSetup,
+  .connect = tcpConnect,
+  .connected = tcpConnected,
+  .sendSlot = tcpSendSlot,
+  .sendPost = tcpSendPost,
+  .recvSlot = tcpRecvSlot,
+  .recvDone = tcpRecvDone,
+  .progress = NULL,
+  .close = tcpClose,
+  .finalize = tcpFinalize,
+};

@@ -1,0 +1,207 @@
+/* TCP transport internals shared by the transports/tcp files (and its white-box tests).
+ * The design, the wire protocol and the parameters are described in docs/transports/tcp.md. */
+#ifndef WEFT_TCP_H_
+#define WEFT_TCP_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "socket.h"
+#include "transport.h"
+
+#define TCP_MAX_SLOTS 64
+#define TCP_MAX_SOCKS 16
+#define TCP_SECRET_BYTES 16
+#define TCP_NONCE_BYTES 16
+#define TCP_ADDR_BYTES 24
+#define TCP_ERROR_BYTES 320
+
+/* Wire constants; integers are big-endian. */
+#define TCP_BLOB_MAGIC 0x57544342u     /* "WTCB": a connection blob */
+#define TCP_GREETING_MAGIC 0x57544353u /* "WTCS": listener -> dialer, then the server nonce */
+#define TCP_HELLO_MAGIC 0x57544348u    /* "WTCH": dialer -> listener */
+#define TCP_BLOB_VERSION 1
+#define TCP_BLOB_BYTES 64
+#define TCP_GREETING_BYTES (4 + TCP_NONCE_BYTES)
+#define TCP_HELLO_PAYLOAD_BYTES 56
+#define TCP_HELLO_BYTES (12 + TCP_HELLO_PAYLOAD_BYTES)
+#define TCP_ACK_BYTES 8
+#define TCP_SLOT_HEADER_BYTES 8 /* bytes u32 | slot sequence number u32, on stream 0 */
+
+/* What both ends of a connection must agree on; carried by both blobs and every hello. */
+struct tcpShape {
+  uint64_t slotBytes;
+  uint32_t nslots, nsocks, minStripe;
+};
+
+/* A setup blob. The receiver's names its listener and the connection; the sender's only
+ * carries its rank and shape, so the receiver can check them. */
+struct tcpBlob {
+  uint32_t dir;
+  uint32_t rank;
+  struct tcpShape shape;
+  uint64_t connId;           /* receiver: the connection's key at its listener */
+  union weftSockAddr listen; /* receiver: where to dial */
+};
+
+/* A dialer's hello, once its MAC has been checked. */
+struct tcpHello {
+  uint64_t connId;
+  uint32_t fromRank, toRank, stream;
+  struct tcpShape shape;
+  uint8_t clientNonce[TCP_NONCE_BYTES];
+};
+
+/* Dialing side of one stream's handshake, driven by the sender's connect() calls. */
+enum tcpDialState { TCP_DIAL_CONNECTING, TCP_DIAL_GREETING, TCP_DIAL_HELLO, TCP_DIAL_ACK, TCP_DIAL_DONE };
+
+struct tcpStream {
+  int fd;
+  int ready;     /* the last I/O did not hit EAGAIN: try again before polling */
+  int closed;    /* EOF or an error was seen: no more I/O */
+  int pollIdx;   /* in the progress thread's poll array, -1 when not polled */
+  uint64_t pos;  /* slots this stream has finished */
+  size_t done;   /* bytes of the current slot's part moved (the header included on stream 0) */
+  uint8_t header[TCP_SLOT_HEADER_BYTES];
+  /* dialing (sender, before the connection is handed to the progress thread) */
+  enum tcpDialState dial;
+  size_t dialDone;
+  uint8_t dialBuf[TCP_HELLO_BYTES];
+  uint8_t serverNonce[TCP_NONCE_BYTES], clientNonce[TCP_NONCE_BYTES];
+};
+
+struct tcpState;
+
+/* One direction of a connection. The FIFO works like shm's: `posted` is written only by the
+ * producer (the calling thread of a sender, the progress thread of a receiver) and `freed`
+ * only by the consumer; each side caches the other's counter. */
+struct tcpConn {
+  struct tcpState *s;
+  struct tcpConn *next; /* in s->conns, under s->lock, from registration on */
+  int dir, peer;
+  uint64_t connId;
+  struct tcpShape shape;
+  char *slots;          /* nslots * slotBytes */
+  size_t slotsMapBytes; /* of the mapping holding slots */
+  uint64_t sizes[TCP_MAX_SLOTS]; /* bytes of each posted slot, written before `posted` */
+  union weftSockAddr peerAddr;
+  char peerName[WEFT_SOCK_NAME_MAX];
+  struct tcpStream streams[TCP_MAX_SOCKS];
+
+  _Alignas(64) _Atomic uint64_t posted;
+  _Alignas(64) _Atomic uint64_t freed;
+  _Atomic int starved;       /* receiver: a stream waits for a free slot (recvDone must wake) */
+  _Atomic int failed;        /* set once, after error[] is written */
+  _Atomic uint32_t attached; /* receiver: streams the progress thread has authenticated */
+  char error[TCP_ERROR_BYTES];
+
+  /* calling thread only */
+  _Alignas(64) uint64_t mine, theirs;
+
+  /* progress thread only (or under s->lock) */
+  uint64_t seenPosted, seenFreed, published, headers;
+  int registered, closing, stopped;
+  int inlineOnly; /* a calling thread's pass: small slots only */
+  int64_t lingerUntilMs;
+};
+
+struct tcpPending {
+  int fd;
+  int pollIdx;
+  int64_t deadlineMs;
+  size_t helloLen;
+  uint8_t nonce[TCP_NONCE_BYTES];
+  uint8_t hello[TCP_HELLO_BYTES];
+  union weftSockAddr from;
+  char name[WEFT_SOCK_NAME_MAX];
+};
+
+/* Per-communicator state. Everything below `lock` is shared with the progress thread and
+ * touched only under it, except the atomics. */
+struct tcpState {
+  int rank;
+  struct tcpShape shape;
+  size_t sockBufBytes;
+  int64_t spinUs, lingerMs;
+  struct weftLinkCaps caps;
+  uint8_t secret[TCP_SECRET_BYTES];
+  union weftSockAddr bindAddr; /* the interface this rank's listener binds */
+  uint64_t nextConnId;
+
+  pthread_mutex_t lock;
+  pthread_t thread;
+  int started;
+  int wakeFd; /* eventfd: a caller writes it only when `sleeping` was set */
+  _Atomic int sleeping;
+  int stop;
+  int64_t stopUntilMs;
+  int listenFd;
+  union weftSockAddr listenAddr;
+  char listenName[WEFT_SOCK_NAME_MAX];
+  int64_t acceptPauseUntilMs;
+  uint64_t generation; /* bumped whenever a descriptor the thread polls may have changed */
+  struct tcpConn *conns;
+  struct tcpPending *pending;
+  size_t npending, pendingCap;
+  struct pollfd *fds;
+  size_t fdsCap;
+};
+
+/* ---- tcp_wire.c: bytes on the wire, MACs, blobs, socket options ---- */
+void weftTcpPutBe32(uint8_t *p, uint32_t v);
+uint32_t weftTcpGetBe32(const uint8_t *p);
+void weftTcpPutBe64(uint8_t *p, uint64_t v);
+uint64_t weftTcpGetBe64(const uint8_t *p);
+void weftTcpEncodeBlob(const struct tcpBlob *b, void *out);
+/* 0, or -1 when the bytes are not a blob of this version. */
+int weftTcpDecodeBlob(const void *in, struct tcpBlob *b);
+void weftTcpBuildHello(uint8_t out[TCP_HELLO_BYTES], const uint8_t *secret,
+                       const uint8_t *serverNonce, const struct tcpHello *h);
+/* NULL and *h filled, or why the hello is refused. */
+const char *weftTcpOpenHello(const uint8_t hello[TCP_HELLO_BYTES], const uint8_t *secret,
+                             const uint8_t *serverNonce, struct tcpHello *h);
+uint64_t weftTcpAckMac(const uint8_t *secret, const uint8_t *clientNonce,
+                       const uint8_t *serverNonce, uint64_t connId, uint32_t stream);
+/* Where part `stream` of a slot of `bytes` starts and how long it is (0: the stream skips it). */
+void weftTcpPart(const struct tcpShape *shape, size_t bytes, uint32_t stream, size_t *off,
+                 size_t *len);
+weftResult_t weftTcpRandom(void *buf, size_t len);
+/* Large buffers (0: leave autotuning), best effort. */
+void weftTcpSetBuffers(int fd, size_t bytes);
+int weftTcpSameShape(const struct tcpShape *a, const struct tcpShape *b);
+
+/* ---- tcp_progress.c: the progress thread ---- */
+weftResult_t weftTcpStart(struct tcpState *s);
+void weftTcpStop(struct tcpState *s);
+/* Wakes the progress thread if it sleeps (called after publishing a counter). */
+void weftTcpWake(struct tcpState *s);
+/* Calling thread, after posting a small slot behind an empty FIFO: sends it now if the
+ * progress thread is not busy (one thread wakeup less per message), else wakes it. */
+void weftTcpSendInline(struct tcpConn *tc);
+/* Calling thread, finding the FIFO empty: reads small slots itself if the progress thread is
+ * not busy, so a small message needs no thread wakeup on either end. */
+void weftTcpRecvInline(struct tcpConn *tc);
+/* Wakes it unconditionally (after changing what it must poll). */
+void weftTcpKick(struct tcpState *s);
+/* Under s->lock: opens the listener if it is closed, and closes it (with every handshake in
+ * progress) once no receiving connection still waits for its streams. */
+weftResult_t weftTcpListenLocked(struct tcpState *s);
+void weftTcpMaybeUnlistenLocked(struct tcpState *s);
+/* Under s->lock: frees a connection the progress thread no longer uses. */
+void weftTcpFreeConnLocked(struct tcpState *s, struct tcpConn *tc);
+void weftTcpUnlinkLocked(struct tcpState *s, struct tcpConn *tc);
+void weftTcpFreeConn(struct tcpConn *tc);
+
+/* ---- tcp_listen.c: the listener and the accepting side of the handshake (under s->lock) ---- */
+void weftTcpAccept(struct tcpState *s);
+/* Handshake i's socket is readable: read its hello; attach it or drop it. */
+void weftTcpPendingEvent(struct tcpState *s, size_t i);
+/* Drops handshakes past their deadline (silent peers). */
+void weftTcpPendingExpire(struct tcpState *s, int64_t now);
+void weftTcpPendingClear(struct tcpState *s, const char *why);
+/* The earliest handshake deadline, or deadlineMs if later. */
+int64_t weftTcpPendingEarliest(const struct tcpState *s, int64_t deadlineMs);
+
+#endif

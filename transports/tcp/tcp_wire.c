@@ -1,0 +1,208 @@
+/* TCP transport: what goes on the wire (blobs, the handshake and its MACs, slot striping)
+ * and socket options. See docs/transports/tcp.md for the layouts. */
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "bootstrap.h"
+#include "check.h"
+#include "tcp.h"
+
+/* Distinct prefixes keep a MAC of one message kind from ever passing as another, or as a
+ * bootstrap MAC made with the same secret. */
+static const uint8_t tcpHelloTag[8] = {'w', 'e', 'f', 't', 't', 'c', 'p', 'H'};
+static const uint8_t tcpAckTag[8] = {'w', 'e', 'f', 't', 't', 'c', 'p', 'A'};
+
+void weftTcpPutBe32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+
+uint32_t weftTcpGetBe32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+void weftTcpPutBe64(uint8_t *p, uint64_t v) {
+  weftTcpPutBe32(p, (uint32_t)(v >> 32));
+  weftTcpPutBe32(p + 4, (uint32_t)v);
+}
+
+uint64_t weftTcpGetBe64(const uint8_t *p) {
+  return (uint64_t)weftTcpGetBe32(p) << 32 | weftTcpGetBe32(p + 4);
+}
+
+/* family u8 (0, 4, 6) | 0 u8 | port u16 | address[16] | IPv6 scope u32, as the bootstrap. */
+static void tcpEncodeAddr(uint8_t out[TCP_ADDR_BYTES], const union weftSockAddr *addr) {
+  memset(out, 0, TCP_ADDR_BYTES);
+  if (addr->sa.sa_family == AF_INET) {
+    out[0] = 4;
+    memcpy(out + 2, &addr->sin.sin_port, 2);
+    memcpy(out + 4, &addr->sin.sin_addr, 4);
+  } else if (addr->sa.sa_family == AF_INET6) {
+    out[0] = 6;
+    memcpy(out + 2, &addr->sin6.sin6_port, 2);
+    memcpy(out + 4, &addr->sin6.sin6_addr, 16);
+    weftTcpPutBe32(out + 20, addr->sin6.sin6_scope_id);
+  }
+}
+
+static int tcpDecodeAddr(const uint8_t in[TCP_ADDR_BYTES], union weftSockAddr *addr) {
+  memset(addr, 0, sizeof *addr);
+  if (in[0] == 0) return 0;
+  if (in[0] == 4) {
+    addr->sin.sin_family = AF_INET;
+    memcpy(&addr->sin.sin_port, in + 2, 2);
+    memcpy(&addr->sin.sin_addr, in + 4, 4);
+  } else if (in[0] == 6) {
+    addr->sin6.sin6_family = AF_INET6;
+    memcpy(&addr->sin6.sin6_port, in + 2, 2);
+    memcpy(&addr->sin6.sin6_addr, in + 4, 16);
+    addr->sin6.sin6_scope_id = weftTcpGetBe32(in + 20);
+  } else {
+    return -1;
+  }
+  return 0;
+}
+
+static void tcpPutShape(uint8_t *p, const struct tcpShape *shape) {
+  weftTcpPutBe64(p, shape->slotBytes);
+  weftTcpPutBe32(p + 8, shape->nslots);
+  weftTcpPutBe32(p + 12, shape->nsocks);
+  weftTcpPutBe32(p + 16, shape->minStripe);
+}
+
+static void tcpGetShape(const uint8_t *p, struct tcpShape *shape) {
+  shape->slotBytes = weftTcpGetBe64(p);
+  shape->nslots = weftTcpGetBe32(p + 8);
+  shape->nsocks = weftTcpGetBe32(p + 12);
+  shape->minStripe = weftTcpGetBe32(p + 16);
+}
+
+int weftTcpSameShape(const struct tcpShape *a, const struct tcpShape *b) {
+  return a->slotBytes == b->slotBytes && a->nslots == b->nslots && a->nsocks == b->nsocks &&
+         a->minStripe == b->minStripe;
+}
+
+/* magic u32 | version u16 | dir u16 | rank u32 | shape[20] | connId u64 | listen[24] */
+void weftTcpEncodeBlob(const struct tcpBlob *b, void *out) {
+  uint8_t *p = out;
+  memset(p, 0, WEFT_CONN_BLOB_BYTES);
+  weftTcpPutBe32(p, TCP_BLOB_MAGIC);
+  p[4] = 0;
+  p[5] = TCP_BLOB_VERSION;
+  p[6] = 0;
+  p[7] = (uint8_t)b->dir;
+  weftTcpPutBe32(p + 8, b->rank);
+  tcpPutShape(p + 12, &b->shape);
+  weftTcpPutBe64(p + 32, b->connId);
+  tcpEncodeAddr(p + 40, &b->listen);
+}
+
+int weftTcpDecodeBlob(const void *in, struct tcpBlob *b) {
+  const uint8_t *p = in;
+  memset(b, 0, sizeof *b);
+  if (weftTcpGetBe32(p) != TCP_BLOB_MAGIC || p[4] != 0 || p[5] != TCP_BLOB_VERSION) return -1;
+  b->dir = p[7];
+  b->rank = weftTcpGetBe32(p + 8);
+  tcpGetShape(p + 12, &b->shape);
+  b->connId = weftTcpGetBe64(p + 32);
+  return tcpDecodeAddr(p + 40, &b->listen);
+}
+
+/* payload = connId u64 | fromRank u32 | toRank u32 | stream u32 | shape[20] | clientNonce[16] */
+static void tcpPutHelloPayload(uint8_t *p, const struct tcpHello *h) {
+  weftTcpPutBe64(p, h->connId);
+  weftTcpPutBe32(p + 8, h->fromRank);
+  weftTcpPutBe32(p + 12, h->toRank);
+  weftTcpPutBe32(p + 16, h->stream);
+  tcpPutShape(p + 20, &h->shape);
+  memcpy(p + 40, h->clientNonce, TCP_NONCE_BYTES);
+}
+
+static uint64_t tcpHelloMac(const uint8_t *secret, const uint8_t *serverNonce,
+                            const uint8_t *payload) {
+  uint8_t msg[sizeof tcpHelloTag + TCP_NONCE_BYTES + TCP_HELLO_PAYLOAD_BYTES];
+  memcpy(msg, tcpHelloTag, sizeof tcpHelloTag);
+  memcpy(msg + sizeof tcpHelloTag, serverNonce, TCP_NONCE_BYTES);
+  memcpy(msg + sizeof tcpHelloTag + TCP_NONCE_BYTES, payload, TCP_HELLO_PAYLOAD_BYTES);
+  return weftSipHash(secret, msg, sizeof msg);
+}
+
+/* hello = magic u32 | mac u64 | payload */
+void weftTcpBuildHello(uint8_t out[TCP_HELLO_BYTES], const uint8_t *secret,
+                       const uint8_t *serverNonce, const struct tcpHello *h) {
+  weftTcpPutBe32(out, TCP_HELLO_MAGIC);
+  tcpPutHelloPayload(out + 12, h);
+  weftTcpPutBe64(out + 4, tcpHelloMac(secret, serverNonce, out + 12));
+}
+
+const char *weftTcpOpenHello(const uint8_t hello[TCP_HELLO_BYTES], const uint8_t *secret,
+                             const uint8_t *serverNonce, struct tcpHello *h) {
+  if (weftTcpGetBe32(hello) != TCP_HELLO_MAGIC) return "not a weft tcp hello (wrong magic)";
+  const uint8_t *p = hello + 12;
+  if (weftTcpGetBe64(hello + 4) != tcpHelloMac(secret, serverNonce, p))
+    return "wrong MAC: it does not hold this communicator's secret";
+  h->connId = weftTcpGetBe64(p);
+  h->fromRank = weftTcpGetBe32(p + 8);
+  h->toRank = weftTcpGetBe32(p + 12);
+  h->stream = weftTcpGetBe32(p + 16);
+  tcpGetShape(p + 20, &h->shape);
+  memcpy(h->clientNonce, p + 40, TCP_NONCE_BYTES);
+  return NULL;
+}
+
+uint64_t weftTcpAckMac(const uint8_t *secret, const uint8_t *clientNonce,
+                       const uint8_t *serverNonce, uint64_t connId, uint32_t stream) {
+  uint8_t msg[sizeof tcpAckTag + 2 * TCP_NONCE_BYTES + 12];
+  uint8_t *p = msg;
+  memcpy(p, tcpAckTag, sizeof tcpAckTag);
+  p += sizeof tcpAckTag;
+  memcpy(p, clientNonce, TCP_NONCE_BYTES);
+  p += TCP_NONCE_BYTES;
+  memcpy(p, serverNonce, TCP_NONCE_BYTES);
+  p += TCP_NONCE_BYTES;
+  weftTcpPutBe64(p, connId);
+  weftTcpPutBe32(p + 8, stream);
+  return weftSipHash(secret, msg, sizeof msg);
+}
+
+/* A slot is cut into at most nsocks parts of at least minStripe bytes, so a small message
+ * costs one system call on one stream, and a full slot keeps every stream busy. Parts start
+ * on 4 KiB boundaries. Both ends compute the same cut from the slot's size. */
+void weftTcpPart(const struct tcpShape *shape, size_t bytes, uint32_t stream, size_t *off,
+                 size_t *len) {
+  size_t nparts = bytes / shape->minStripe;
+  if (nparts < 1) nparts = 1;
+  if (nparts > shape->nsocks) nparts = shape->nsocks;
+  size_t base = (bytes + nparts - 1) / nparts;
+  base = (base + 4095) & ~(size_t)4095;
+  size_t start = (size_t)stream * base;
+  if (stream >= nparts || (start >= bytes && stream > 0)) {
+    *off = bytes;
+    *len = 0;
+    return;
+  }
+  *off = start;
+  *len = bytes - start < base ? bytes - start : base;
+}
+
+weftResult_t weftTcpRandom(void *buf, size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = getrandom((char *)buf + done, len - done, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return weftSetSysError(errno, "tcp: getrandom(%zu bytes)", len);
+    done += (size_t)n;
+  }
+  return weftSuccess;
+}
+
+void weftTcpSetBuffers(int fd, size_t bytes) {
+  if (bytes == 0) return;
+  int value = bytes > (size_t)INT32_MAX ? INT32_MAX : (int)bytes;
+  /* The kernel caps these at net.core.[rw]mem_max; a smaller buffer still works, only slower. */
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, sizeof value) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, sizeof value) != 0)
+    INFO(WEFT_TCP, "tcp: socket buffers of %d bytes not set on fd %d: %s", value, fd,
+         strerror(errno));
+}
