@@ -178,6 +178,7 @@ static weftResult_t waitAll(struct weftComm *comm, struct directState *s, int fl
     weftWaitStart(&w, comm);
     while (atomic_load_explicit(&s->ctrl[r].flag[flag][0], memory_order_acquire) < seq)
       WEFTCHECK(weftWaitPause(&w, what[flag], r));
+    weftWaitDone(&w);
   }
   return weftSuccess;
 }

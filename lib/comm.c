@@ -50,7 +50,8 @@ static weftResult_t findLocalRanks(struct weftComm *comm) {
  * holds the core its peer needs, for a whole scheduler tick. */
 static void chooseWaitStrategy(struct weftComm *comm) {
   int cpus = weftTopoCpuCount();
-  comm->spinIters = comm->nLocalRanks > cpus ? 0 : (int)weftParamSpinIters();
+  comm->spinMax = comm->nLocalRanks > cpus ? 0 : (int)weftParamSpinIters();
+  comm->spinIters = comm->spinMax;
   comm->yieldIters = (int)weftParamYieldIters();
   INFO(WEFT_INIT, "%d ranks on this host, %d CPUs: %d spins then %d yields before sleeping",
        comm->nLocalRanks, cpus, comm->spinIters, comm->yieldIters);
@@ -109,7 +110,7 @@ weftResult_t weftCommInitRank(weftComm_t *out, int nranks, weftUniqueId commId, 
   comm->rank = rank;
   comm->nranks = nranks;
   comm->timeoutMs = timeoutMs;
-  comm->spinIters = 0;
+  comm->spinIters = comm->spinMax = 0;
   comm->yieldIters = 1000;
   comm->forcedAlgo = -1;
   weftResult_t rc;

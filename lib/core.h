@@ -31,7 +31,8 @@ struct weftComm {
   struct weftBootstrap *boot;
 
   int64_t timeoutMs;
-  int spinIters;  /* busy polls before a wait yields; 0 when ranks outnumber cores */
+  int spinIters;  /* busy polls before a wait yields now (adapts, see weftWaitDone) */
+  int spinMax;    /* its ceiling: WEFT_SPIN_ITERS, 0 when ranks outnumber cores */
   int yieldIters; /* yields before a wait sleeps */
   uint64_t opSeq; /* collectives started on this communicator */
 

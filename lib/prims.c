@@ -29,14 +29,17 @@ static long sleepStepUs(uint32_t sleeps) {
 }
 
 weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer) {
-  const struct weftComm *comm = w->comm;
+  struct weftComm *comm = w->comm;
   uint32_t i = w->iter++;
   uint32_t spin = (uint32_t)comm->spinIters;
   if (i < spin) {
     cpuRelax();
     return weftSuccess;
   }
-  if (w->deadlineMs == 0) w->deadlineMs = weftNowMs() + comm->timeoutMs;
+  if (w->deadlineMs == 0) {
+    w->deadlineMs = weftNowMs() + comm->timeoutMs;
+    if (spin > 0) comm->spinIters = (int)(spin / 2 > 16 ? spin / 2 : 16);
+  }
   uint32_t yields = (uint32_t)comm->yieldIters;
   if (i < spin + yields) {
     sched_yield();
@@ -72,9 +75,11 @@ static weftResult_t waitSendSlot(struct weftPrims *p, void **slot) {
   weftWaitStart(&w, p->comm);
   for (;;) {
     WEFTCHECK(c->ops->sendSlot(c, slot));
-    if (*slot != NULL) return weftSuccess;
+    if (*slot != NULL) break;
     WEFTCHECK(weftWaitPause(&w, "waiting for a free send slot of", c->peer));
   }
+  weftWaitDone(&w);
+  return weftSuccess;
 }
 
 static weftResult_t waitRecvSlot(struct weftPrims *p, size_t expectBytes, const void **slot) {
@@ -87,6 +92,7 @@ static weftResult_t waitRecvSlot(struct weftPrims *p, size_t expectBytes, const 
     if (*slot != NULL) break;
     WEFTCHECK(weftWaitPause(&w, "waiting for data from", c->peer));
   }
+  weftWaitDone(&w);
   if (bytes != expectBytes)
     return weftSetError(weftInvalidUsage,
                         "rank %d: received %zu bytes from rank %d where %zu were expected: the "

@@ -11,17 +11,25 @@
  * the deadline is taken the first time the wait stops spinning, so a fast wait never reads
  * the clock. */
 struct weftWaiter {
-  const struct weftComm *comm;
+  struct weftComm *comm;
   uint32_t iter;
   int64_t deadlineMs;
 };
 
-static inline void weftWaitStart(struct weftWaiter *w, const struct weftComm *comm) {
+static inline void weftWaitStart(struct weftWaiter *w, struct weftComm *comm) {
   w->comm = comm;
   w->iter = 0;
   w->deadlineMs = 0;
 }
 
+/* Called when the awaited condition became true. Spinning adapts: a wait that ends within
+ * the spin phase lets the next ones spin a little longer (up to spinMax); one that outlasts it
+ * halves the spin (in weftWaitPause), so a host that turns busy stops burning cores. */
+static inline void weftWaitDone(struct weftWaiter *w) {
+  struct weftComm *c = w->comm;
+  if (w->iter > 0 && w->iter < (uint32_t)c->spinIters && c->spinIters < c->spinMax)
+    c->spinIters += c->spinIters / 8 + 1;
+}
 /* Called each time the awaited condition is false. Returns weftTimeout (with a message naming
  * what, peer and the operation) once the communicator's timeout has passed. */
 weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer);
