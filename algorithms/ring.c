@@ -1,12 +1,15 @@
 /* Ring AllReduce.
- * How it works: the buffer is cut into nranks chunks per loop. Reduce-scatter: each rank sends
- * one chunk to the next rank, then n-2 times receives a chunk, adds its own contribution and
- * passes it on; after n-1 steps rank i holds the full reduction of one chunk. All-gather: that
- * chunk travels once around the ring (n-1 more steps), each rank copying it out as it passes.
- * Steps: 2(n-1). Bytes sent per rank: 2(n-1)/n * bytes (busbw factor 2(n-1)/n). Every step
- * is pipelined in slot-sized pieces, and a loop's chunk is at most half the FIFO so the first
- * send of every rank completes before anyone receives (no deadlock).
- * cost() = 2(n-1) * (link latency + step overhead) + 2(n-1)/n * bytes / link bandwidth. */
+ * How it works: the buffer is cut into n chunks per loop (n = ring members). Reduce-scatter:
+ * each rank sends one chunk to the next rank, then n-2 times receives a chunk, adds its own
+ * contribution and passes it on; after n-1 steps the rank at position i holds the full
+ * reduction of chunk i. All-gather: that chunk travels once around the ring (n-1 more steps),
+ * each rank copying it out as it passes. Steps: 2(n-1). Bytes sent per rank: 2(n-1)/n * bytes
+ * (busbw factor 2(n-1)/n). Every step is pipelined in slot-sized pieces, and a loop's chunk is
+ * at most half the FIFO so the first send of every rank completes before anyone receives (no
+ * deadlock). The ring is ordered by host, so it crosses between hosts once per host.
+ * cost() = 2(n-1) * (slowest link latency + step overhead) + 2(n-1)/n * bytes / slowest link
+ * bandwidth.
+ * The reduce-scatter and all-gather halves are exported for the hierarchical algorithm. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,80 +18,133 @@
 #include "param.h"
 #include "prims.h"
 #include "reduce.h"
+#include "ring.h"
 
-struct ringState {
-  size_t chunkSlots;
+/* Chunk c (taken mod n) of the loop that starts at loopOffset, clipped to count. */
+struct ringLoop {
+  size_t count, loopOffset, chunkCount;
+  int n;
 };
+
+static size_t chunkOffset(const struct ringLoop *l, int c) {
+  return l->loopOffset + (size_t)(((c % l->n) + l->n) % l->n) * l->chunkCount;
+}
+
+static size_t chunkCount(const struct ringLoop *l, int c) {
+  size_t off = chunkOffset(l, c);
+  if (off >= l->count) return 0;
+  return l->count - off < l->chunkCount ? l->count - off : l->chunkCount;
+}
+
+#define AT(buf, c) ((buf) + chunkOffset(l, (c)) * p->typeSize)
+
+/* After it, position r holds the reduction of chunk r in recv (final when `final`). */
+static weftResult_t reduceScatterLoop(struct weftPrims *p, const struct ringLoop *l, int r,
+                                      const char *send, char *recv, int final) {
+  int n = l->n;
+  WEFTCHECK(weftPrimsSend(p, AT(send, r - 1), chunkCount(l, r - 1)));
+  for (int j = 2; j < n; j++) WEFTCHECK(weftPrimsRecvReduceSend(p, AT(send, r - j), chunkCount(l, r - j)));
+  if (final) return weftPrimsRecvReduceCopy(p, AT(send, r), AT(recv, r), chunkCount(l, r));
+  int divisor = p->divisor;
+  p->divisor = 1;
+  weftResult_t rc = weftPrimsRecvReduceCopy(p, AT(send, r), AT(recv, r), chunkCount(l, r));
+  p->divisor = divisor;
+  return rc;
+}
+
+/* Position r starts with chunk r in recv; after it every chunk is there. */
+static weftResult_t allGatherLoop(struct weftPrims *p, const struct ringLoop *l, int r, char *recv) {
+  int n = l->n;
+  WEFTCHECK(weftPrimsSend(p, AT(recv, r), chunkCount(l, r)));
+  for (int j = 1; j < n - 1; j++) WEFTCHECK(weftPrimsRecvCopySend(p, AT(recv, r - j), chunkCount(l, r - j)));
+  return weftPrimsRecv(p, AT(recv, r + 1), chunkCount(l, r + 1));
+}
+
+static weftResult_t allReduceLoop(struct weftPrims *p, const struct ringLoop *l, int r,
+                                  const char *send, char *recv) {
+  int n = l->n;
+  WEFTCHECK(weftPrimsSend(p, AT(send, r - 1), chunkCount(l, r - 1)));
+  for (int j = 2; j < n; j++) WEFTCHECK(weftPrimsRecvReduceSend(p, AT(send, r - j), chunkCount(l, r - j)));
+  WEFTCHECK(weftPrimsRecvReduceCopySend(p, AT(send, r), AT(recv, r), chunkCount(l, r)));
+  for (int j = 1; j < n - 1; j++) WEFTCHECK(weftPrimsRecvCopySend(p, AT(recv, r - j), chunkCount(l, r - j)));
+  return weftPrimsRecv(p, AT(recv, r + 1), chunkCount(l, r + 1));
+}
+#undef AT
+
+size_t weftRingMaxChunk(const struct weftPrims *p) {
+  int64_t slots = weftParamRingChunkSlots();
+  if (slots < 1) slots = 1;
+  return (size_t)slots * p->pieceCount;
+}
+
+/* The loop covering [offset, count) with at most maxChunk elements per chunk. */
+static struct ringLoop loopAt(size_t count, size_t offset, size_t maxChunk, int n) {
+  size_t left = count - offset, loopCount = (size_t)n * maxChunk;
+  size_t chunk = left >= loopCount ? maxChunk : (left + (size_t)n - 1) / (size_t)n;
+  return (struct ringLoop){count, offset, chunk, n};
+}
+
+weftResult_t weftRingAllReduceOn(struct weftComm *comm, struct weftRing *ring, const void *send,
+                                 void *recv, size_t count, weftDataType_t type, weftRedOp_t op,
+                                 int divisor) {
+  if (ring->n == 1) {
+    weftReduceFinalCopy(recv, send, count, type, op, divisor);
+    return weftSuccess;
+  }
+  struct weftPrims p;
+  struct weftConn *s = &ring->send, *r = &ring->recv;
+  weftPrimsInitMulti(&p, comm, &s, 1, &r, 1, type, op, divisor);
+  size_t maxChunk = weftRingMaxChunk(&p);
+  for (size_t off = 0; off < count; off += (size_t)ring->n * maxChunk) {
+    struct ringLoop l = loopAt(count, off, maxChunk, ring->n);
+    WEFTCHECK(allReduceLoop(&p, &l, ring->index, send, recv));
+  }
+  return weftSuccess;
+}
+
+weftResult_t weftRingReduceScatterLoop(struct weftPrims *p, struct weftRing *ring, const void *send,
+                                       void *recv, size_t count, size_t offset, size_t maxChunk,
+                                       size_t *myFirst, size_t *myCount) {
+  struct ringLoop l = loopAt(count, offset, maxChunk, ring->n);
+  *myFirst = chunkOffset(&l, ring->index);
+  *myCount = chunkCount(&l, ring->index);
+  return reduceScatterLoop(p, &l, ring->index, send, recv, 0);
+}
+
+weftResult_t weftRingAllGatherLoop(struct weftPrims *p, struct weftRing *ring, void *recv,
+                                   size_t count, size_t offset, size_t maxChunk) {
+  struct ringLoop l = loopAt(count, offset, maxChunk, ring->n);
+  return allGatherLoop(p, &l, ring->index, recv);
+}
+
+double weftRingCost(const struct weftComm *comm, const struct weftRing *ring, size_t bytes) {
+  int n = ring->n;
+  if (n == 1) return 0.1 + (double)bytes / 8e3;
+  double lat = ring->latencyUs, bw = ring->bandwidthGBs;
+  double stepUs = lat + 0.3 * (comm->nLocalRanks > weftTopoCpuCount() ? 4 : 1);
+  double wireBytes = 2.0 * (n - 1) / n * (double)bytes;
+  return 2.0 * (n - 1) * stepUs + wireBytes / (bw * 1e3);
+}
 
 static weftResult_t ringInit(struct weftComm *comm, void **state, char *why, size_t whyLen) {
   (void)comm;
   (void)why;
   (void)whyLen;
-  int64_t chunkSlots = weftParamRingChunkSlots();
-  if (chunkSlots < 1 || chunkSlots > weftParamShmSlots() / 2) chunkSlots = weftParamShmSlots() / 2;
-  struct ringState *s = calloc(1, sizeof *s);
-  if (s == NULL) return weftSetError(weftSystemError, "out of memory");
-  s->chunkSlots = (size_t)(chunkSlots > 0 ? chunkSlots : 1);
-  *state = s;
+  *state = &comm->ring;
   return weftSuccess;
 }
 
 static double ringCost(void *state, const struct weftComm *comm, size_t bytes) {
-  (void)state;
-  int n = comm->nranks;
-  if (n == 1) return 0.1 + (double)bytes / 8e3;
-  const struct weftLinkCaps *caps = &comm->ring.send.caps;
-  double stepUs = caps->latencyUs + 0.3 * (comm->nLocalRanks > weftTopoCpuCount() ? 4 : 1);
-  double wireBytes = 2.0 * (n - 1) / n * (double)bytes;
-  return 2.0 * (n - 1) * stepUs + wireBytes / (caps->bandwidthGBs * 1e3);
+  return weftRingCost(comm, state, bytes);
 }
 
-#define CHUNK_OFFSET(c) (loopOffset + (size_t)(((c) % n + n) % n) * chunkCount)
-#define CHUNK_COUNT(c) chunkElems(count, CHUNK_OFFSET(c), chunkCount)
-
-static size_t chunkElems(size_t count, size_t offset, size_t chunkCount) {
-  if (offset >= count) return 0;
-  return count - offset < chunkCount ? count - offset : chunkCount;
-}
-
-static weftResult_t ringRunLoop(struct weftPrims *p, const char *send, char *recv, size_t count,
-                                size_t loopOffset, size_t chunkCount, int n, int r) {
-  size_t ts = p->typeSize;
-#define SRC(c) (send + CHUNK_OFFSET(c) * ts)
-#define DST(c) (recv + CHUNK_OFFSET(c) * ts)
-  WEFTCHECK(weftPrimsSend(p, SRC(r - 1), CHUNK_COUNT(r - 1)));
-  for (int j = 2; j < n; j++) WEFTCHECK(weftPrimsRecvReduceSend(p, SRC(r - j), CHUNK_COUNT(r - j)));
-  WEFTCHECK(weftPrimsRecvReduceCopySend(p, SRC(r), DST(r), CHUNK_COUNT(r)));
-  for (int j = 1; j < n - 1; j++) WEFTCHECK(weftPrimsRecvCopySend(p, DST(r - j), CHUNK_COUNT(r - j)));
-  WEFTCHECK(weftPrimsRecv(p, DST(r + 1), CHUNK_COUNT(r + 1)));
-#undef SRC
-#undef DST
-  return weftSuccess;
-}
-
-static weftResult_t ringAllReduce(void *state, struct weftComm *comm,
-                                  const struct weftCollArgs *a) {
-  struct ringState *s = state;
-  int n = comm->nranks;
-  if (n == 1) {
-    weftReduceFinalCopy(a->recvbuff, a->sendbuff, a->count, a->type, a->op, 1);
-    return weftSuccess;
-  }
-  struct weftPrims p;
-  weftPrimsInit(&p, comm, &comm->ring.send, &comm->ring.recv, a->type, a->op);
-  size_t maxChunk = s->chunkSlots * p.pieceCount;
-  size_t loopCount = (size_t)n * maxChunk;
-  for (size_t off = 0; off < a->count; off += loopCount) {
-    size_t left = a->count - off;
-    size_t chunkCount = left >= loopCount ? maxChunk : (left + (size_t)n - 1) / (size_t)n;
-    WEFTCHECK(ringRunLoop(&p, a->sendbuff, a->recvbuff, a->count, off, chunkCount, n,
-                          comm->ring.index));
-  }
-  return weftSuccess;
+static weftResult_t ringAllReduce(void *state, struct weftComm *comm, const struct weftCollArgs *a) {
+  return weftRingAllReduceOn(comm, state, a->sendbuff, a->recvbuff, a->count, a->type, a->op,
+                             comm->nranks);
 }
 
 static weftResult_t ringFinalize(void *state) {
-  free(state);
+  (void)state; /* the ring belongs to the communicator */
   return weftSuccess;
 }
 

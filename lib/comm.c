@@ -78,7 +78,7 @@ static weftResult_t algosInit(struct weftComm *comm) {
 static void commFree(struct weftComm *comm) {
   for (int a = 0; weftAlgos[a] != NULL; a++)
     if (comm->algoState[a] != NULL) weftAlgos[a]->finalize(comm->algoState[a]);
-  weftRingClose(comm);
+  weftRingClose(&comm->ring);
   weftTransportsFinalize(comm);
   if (comm->boot != NULL) weftBootstrapClose(comm->boot);
   free(comm->localRanks);

@@ -1,5 +1,6 @@
-/* Ring connections: pick a transport per link (first registered that says yes), exchange the
- * setup blobs through the bootstrap, connect. */
+/* Connections: pick a transport per link (first registered that says yes), exchange the setup
+ * blobs through the bootstrap, connect. One collective call connects any set of links (rings,
+ * trees); every rank calls it at the same point, each with its own links. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -55,8 +56,9 @@ static weftResult_t selectTransport(struct weftComm *comm, int peer, struct weft
     if (ok) {
       c->ops = weftTransports[t];
       c->state = comm->transportState[t];
-      INFO(WEFT_INIT, "rank %d <-> rank %d via %s (%.2f us, %.1f GB/s)", comm->rank, peer,
-           c->ops->name, c->caps.latencyUs, c->caps.bandwidthGBs);
+      INFO(WEFT_INIT, "rank %d %s rank %d via %s (%.2f us, %.1f GB/s)", comm->rank,
+           c->dir == WEFT_DIR_SEND ? "->" : "<-", peer, c->ops->name, c->caps.latencyUs,
+           c->caps.bandwidthGBs);
       return weftSuccess;
     }
   }
@@ -77,52 +79,134 @@ static weftResult_t connectUntilDone(struct weftComm *comm, struct weftConn *c, 
   }
 }
 
-static weftResult_t ringOrder(struct weftComm *comm) {
-  struct weftRing *ring = &comm->ring;
-  ring->order = malloc(sizeof(int) * (size_t)comm->nranks);
-  if (ring->order == NULL) return weftSetError(weftSystemError, "out of memory");
-  for (int i = 0; i < comm->nranks; i++) ring->order[i] = i;
-  ring->index = comm->rank;
-  ring->next = ring->order[(ring->index + 1) % comm->nranks];
-  ring->prev = ring->order[(ring->index + comm->nranks - 1) % comm->nranks];
+/* What a rank publishes about one of its links. */
+struct linkRecord {
+  int32_t used, peer, dir, tag;
+  char blob[WEFT_CONN_BLOB_BYTES];
+};
+
+static const struct linkRecord *findRecord(const struct linkRecord *table, int rank, int me,
+                                           int dir, int tag) {
+  const struct linkRecord *recs = table + (size_t)rank * WEFT_MAX_LINKS;
+  for (int i = 0; i < WEFT_MAX_LINKS; i++)
+    if (recs[i].used && recs[i].peer == me && recs[i].dir == dir && recs[i].tag == tag) return &recs[i];
+  return NULL;
+}
+
+static weftResult_t setupLinks(struct weftComm *comm, struct weftLinkReq *reqs, int nreqs,
+                               struct linkRecord *mine) {
+  for (int i = 0; i < nreqs; i++) {
+    struct weftConn *c = reqs[i].conn;
+    memset(c, 0, sizeof *c);
+    c->dir = reqs[i].dir;
+    WEFTCHECK(selectTransport(comm, reqs[i].peer, c));
+    mine[i] = (struct linkRecord){.used = 1, .peer = reqs[i].peer, .dir = reqs[i].dir, .tag = reqs[i].tag};
+    WEFTCHECK(c->ops->setup(c->state, reqs[i].peer, reqs[i].dir, c, mine[i].blob));
+  }
   return weftSuccess;
 }
 
-weftResult_t weftRingConnect(struct weftComm *comm) {
-  struct weftRing *ring = &comm->ring;
-  WEFTCHECK(ringOrder(comm));
-  if (comm->nranks == 1) return weftSuccess;
-  size_t per = 2 * WEFT_CONN_BLOB_BYTES; /* [send blob][recv blob] of each rank */
-  char *blobs = calloc((size_t)comm->nranks, per);
-  if (blobs == NULL) return weftSetError(weftSystemError, "out of memory");
-  char *mine = blobs + per * (size_t)comm->rank;
+static weftResult_t connectLinks(struct weftComm *comm, struct weftLinkReq *reqs, int nreqs,
+                                 const struct linkRecord *table) {
+  for (int i = 0; i < nreqs; i++) {
+    int otherDir = reqs[i].dir == WEFT_DIR_SEND ? WEFT_DIR_RECV : WEFT_DIR_SEND;
+    const struct linkRecord *rec = findRecord(table, reqs[i].peer, comm->rank, otherDir, reqs[i].tag);
+    if (rec == NULL)
+      return weftSetError(weftInternalError, "rank %d published no link %d for rank %d",
+                          reqs[i].peer, reqs[i].tag, comm->rank);
+    WEFTCHECK(connectUntilDone(comm, reqs[i].conn, rec->blob));
+  }
+  return weftSuccess;
+}
+
+weftResult_t weftConnectLinks(struct weftComm *comm, struct weftLinkReq *reqs, int nreqs) {
+  if (nreqs > WEFT_MAX_LINKS)
+    return weftSetError(weftInternalError, "%d links requested, at most %d", nreqs, WEFT_MAX_LINKS);
+  struct linkRecord *table = calloc((size_t)comm->nranks * WEFT_MAX_LINKS, sizeof *table);
+  if (table == NULL) return weftSetError(weftSystemError, "out of memory");
   weftResult_t rc;
-  WEFTCHECKGOTO(selectTransport(comm, ring->next, &ring->send), rc, out);
-  WEFTCHECKGOTO(selectTransport(comm, ring->prev, &ring->recv), rc, out);
-  WEFTCHECKGOTO(ring->send.ops->setup(ring->send.state, ring->next, WEFT_DIR_SEND, &ring->send, mine),
+  WEFTCHECKGOTO(setupLinks(comm, reqs, nreqs, table + (size_t)comm->rank * WEFT_MAX_LINKS), rc, out);
+  WEFTCHECKGOTO(weftBootstrapAllGather(comm->boot, table, sizeof *table * WEFT_MAX_LINKS,
+                                       weftDeadline(comm)),
                 rc, out);
-  WEFTCHECKGOTO(ring->recv.ops->setup(ring->recv.state, ring->prev, WEFT_DIR_RECV, &ring->recv,
-                                      mine + WEFT_CONN_BLOB_BYTES),
-                rc, out);
-  WEFTCHECKGOTO(weftBootstrapAllGather(comm->boot, blobs, per, weftDeadline(comm)), rc, out);
-  WEFTCHECKGOTO(connectUntilDone(comm, &ring->send,
-                                 blobs + per * (size_t)ring->next + WEFT_CONN_BLOB_BYTES),
-                rc, out);
-  WEFTCHECKGOTO(connectUntilDone(comm, &ring->recv, blobs + per * (size_t)ring->prev), rc, out);
+  WEFTCHECKGOTO(connectLinks(comm, reqs, nreqs, table), rc, out);
   WEFTCHECKGOTO(weftBootstrapBarrier(comm->boot, weftDeadline(comm)), rc, out);
-  if (ring->send.ops->connected) WEFTCHECKGOTO(ring->send.ops->connected(&ring->send), rc, out);
-  if (ring->recv.ops->connected) WEFTCHECKGOTO(ring->recv.ops->connected(&ring->recv), rc, out);
+  for (int i = 0; i < nreqs; i++)
+    if (reqs[i].conn->ops->connected) WEFTCHECKGOTO(reqs[i].conn->ops->connected(reqs[i].conn), rc, out);
 out:
-  free(blobs);
+  free(table);
   return rc;
 }
 
-void weftRingClose(struct weftComm *comm) {
-  struct weftRing *ring = &comm->ring;
-  if (ring->send.ops != NULL) ring->send.ops->close(&ring->send);
-  if (ring->recv.ops != NULL) ring->recv.ops->close(&ring->recv);
-  memset(&ring->send, 0, sizeof ring->send);
-  memset(&ring->recv, 0, sizeof ring->recv);
+void weftConnClose(struct weftConn *c) {
+  if (c->ops != NULL) c->ops->close(c);
+  memset(c, 0, sizeof *c);
+}
+
+/* The ring is as slow as its slowest link: every member learns it, so every member's tuner
+ * computes the same cost. */
+static weftResult_t ringAgreeOnCaps(struct weftComm *comm, struct weftRing *ring) {
+  struct weftLinkCaps *caps = calloc((size_t)comm->nranks, sizeof *caps);
+  if (caps == NULL) return weftSetError(weftSystemError, "out of memory");
+  caps[comm->rank] = ring->send.caps;
+  weftResult_t rc = weftBootstrapAllGather(comm->boot, caps, sizeof *caps, weftDeadline(comm));
+  ring->latencyUs = 0;
+  ring->bandwidthGBs = 0;
+  for (int i = 0; rc == weftSuccess && i < ring->n && ring->n > 1; i++) {
+    const struct weftLinkCaps *c = &caps[ring->order[i]];
+    if (c->latencyUs > ring->latencyUs) ring->latencyUs = c->latencyUs;
+    if (ring->bandwidthGBs == 0 || c->bandwidthGBs < ring->bandwidthGBs) ring->bandwidthGBs = c->bandwidthGBs;
+  }
+  free(caps);
+  return rc;
+}
+
+weftResult_t weftRingSetup(struct weftComm *comm, struct weftRing *ring, const int *order, int n,
+                           int tag) {
+  ring->order = malloc(sizeof(int) * (size_t)n);
+  if (ring->order == NULL) return weftSetError(weftSystemError, "out of memory");
+  memcpy(ring->order, order, sizeof(int) * (size_t)n);
+  ring->n = n;
+  ring->index = -1;
+  for (int i = 0; i < n; i++)
+    if (order[i] == comm->rank) ring->index = i;
+  if (ring->index < 0) return weftSetError(weftInternalError, "rank %d is not in its ring", comm->rank);
+  ring->next = order[(ring->index + 1) % n];
+  ring->prev = order[(ring->index + n - 1) % n];
+  struct weftLinkReq reqs[2] = {{ring->next, WEFT_DIR_SEND, tag, &ring->send},
+                                {ring->prev, WEFT_DIR_RECV, tag, &ring->recv}};
+  WEFTCHECK(weftConnectLinks(comm, reqs, n > 1 ? 2 : 0));
+  return ringAgreeOnCaps(comm, ring);
+}
+
+void weftRingClose(struct weftRing *ring) {
+  weftConnClose(&ring->send);
+  weftConnClose(&ring->recv);
   free(ring->order);
   ring->order = NULL;
+}
+
+/* Ranks grouped by host (hosts in order of their first rank), so the ring crosses between
+ * hosts once per host instead of once per rank. */
+weftResult_t weftRingConnect(struct weftComm *comm) {
+  int n = comm->nranks, k = 0;
+  int *order = malloc(sizeof(int) * (size_t)n);
+  char *placed = calloc((size_t)n, 1);
+  if (order == NULL || placed == NULL) {
+    free(order);
+    free(placed);
+    return weftSetError(weftSystemError, "out of memory");
+  }
+  for (int r = 0; r < n; r++) {
+    if (placed[r]) continue;
+    for (int q = r; q < n; q++)
+      if (!placed[q] && comm->peers[q].hostHash == comm->peers[r].hostHash) {
+        order[k++] = q;
+        placed[q] = 1;
+      }
+  }
+  weftResult_t rc = weftRingSetup(comm, &comm->ring, order, n, WEFT_TAG_RING);
+  free(order);
+  free(placed);
+  return rc;
 }

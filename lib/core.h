@@ -17,8 +17,18 @@ struct weftBootstrap;
 struct weftRing {
   int prev, next; /* ranks */
   int index;      /* my position in order[] */
+  int n;          /* members */
   int *order;     /* ranks in ring order */
   struct weftConn send, recv;
+  double latencyUs, bandwidthGBs; /* of its slowest link, the same on every member */
+};
+
+/* One link a rank asks for; tag tells apart several links between the same two ranks. */
+#define WEFT_MAX_LINKS 16
+enum { WEFT_TAG_RING = 1, WEFT_TAG_LOCAL_RING, WEFT_TAG_INTER_RING, WEFT_TAG_TREE0, WEFT_TAG_TREE1 };
+struct weftLinkReq {
+  int peer, dir, tag;
+  struct weftConn *conn;
 };
 
 struct weftComm {
@@ -56,8 +66,14 @@ int weftTopoCpuCount(void);
 /* Transports of a communicator, and ring setup and teardown (lib/connect.c). */
 weftResult_t weftTransportsInit(struct weftComm *comm);
 void weftTransportsFinalize(struct weftComm *comm);
+/* Collective: every rank calls it at the same point with its own links (possibly none). */
+weftResult_t weftConnectLinks(struct weftComm *comm, struct weftLinkReq *reqs, int nreqs);
+void weftConnClose(struct weftConn *c);
+/* Collective: connects a ring over order[0..n) (which must contain this rank). */
+weftResult_t weftRingSetup(struct weftComm *comm, struct weftRing *ring, const int *order, int n, int tag);
+void weftRingClose(struct weftRing *ring);
+/* The communicator's ring over all ranks, grouped by host. */
 weftResult_t weftRingConnect(struct weftComm *comm);
-void weftRingClose(struct weftComm *comm);
 
 /* Tuner (lib/tune.c): the algorithm for one AllReduce of `bytes`. */
 int weftTuneChoose(struct weftComm *comm, size_t bytes);

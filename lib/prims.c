@@ -1,6 +1,7 @@
 #include "prims.h"
 
 #include <sched.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -56,21 +57,33 @@ weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer) {
   return weftSuccess;
 }
 
-void weftPrimsInit(struct weftPrims *p, struct weftComm *comm, struct weftConn *send,
-                   struct weftConn *recv, weftDataType_t type, weftRedOp_t op) {
+void weftPrimsInitMulti(struct weftPrims *p, struct weftComm *comm, struct weftConn *const *sends,
+                        int nsend, struct weftConn *const *recvs, int nrecv, weftDataType_t type,
+                        weftRedOp_t op, int divisor) {
+  memset(p, 0, sizeof *p);
   p->comm = comm;
-  p->send = send;
-  p->recv = recv;
   p->type = type;
   p->op = op;
+  p->divisor = divisor;
   p->typeSize = weftTypeSize(type);
-  size_t slotBytes = send != NULL ? send->slotBytes : recv->slotBytes;
-  if (send != NULL && recv != NULL && recv->slotBytes < slotBytes) slotBytes = recv->slotBytes;
+  size_t slotBytes = SIZE_MAX;
+  for (int i = 0; i < nsend; i++) {
+    p->send[p->nsend++] = sends[i];
+    if (sends[i]->slotBytes < slotBytes) slotBytes = sends[i]->slotBytes;
+  }
+  for (int i = 0; i < nrecv; i++) {
+    p->recv[p->nrecv++] = recvs[i];
+    if (recvs[i]->slotBytes < slotBytes) slotBytes = recvs[i]->slotBytes;
+  }
   p->pieceCount = slotBytes / p->typeSize;
 }
 
-static weftResult_t waitSendSlot(struct weftPrims *p, void **slot) {
-  struct weftConn *c = p->send;
+void weftPrimsInit(struct weftPrims *p, struct weftComm *comm, struct weftConn *send,
+                   struct weftConn *recv, weftDataType_t type, weftRedOp_t op) {
+  weftPrimsInitMulti(p, comm, &send, send != NULL, &recv, recv != NULL, type, op, comm->nranks);
+}
+
+static weftResult_t waitSendSlot(struct weftPrims *p, struct weftConn *c, void **slot) {
   struct weftWaiter w;
   weftWaitStart(&w, p->comm);
   for (;;) {
@@ -82,8 +95,8 @@ static weftResult_t waitSendSlot(struct weftPrims *p, void **slot) {
   return weftSuccess;
 }
 
-static weftResult_t waitRecvSlot(struct weftPrims *p, size_t expectBytes, const void **slot) {
-  struct weftConn *c = p->recv;
+static weftResult_t waitRecvSlot(struct weftPrims *p, struct weftConn *c, size_t expectBytes,
+                                 const void **slot) {
   struct weftWaiter w;
   weftWaitStart(&w, p->comm);
   size_t bytes = 0;
@@ -104,31 +117,48 @@ static weftResult_t waitRecvSlot(struct weftPrims *p, size_t expectBytes, const 
 /* Kinds of step; one loop below serves them all so piece splitting is written once. */
 enum stepKind { STEP_SEND, STEP_RECV, STEP_RRS, STEP_RRCS, STEP_RRC, STEP_RCS };
 
+/* out = src op in[0] op in[1] ...; the last reduction final when asked. */
+static void reduceInputs(struct weftPrims *p, void *out, const char *src, const void *const *in,
+                         size_t n, int final) {
+  const void *acc = src;
+  for (int i = 0; i < p->nrecv; i++) {
+    if (final && i == p->nrecv - 1) weftReduceFinal(out, acc, in[i], n, p->type, p->op, p->divisor);
+    else weftReduce(out, acc, in[i], n, p->type, p->op);
+    acc = out;
+  }
+}
+
 static weftResult_t stepPiece(struct weftPrims *p, enum stepKind kind, const char *src, char *dst,
                               size_t n) {
   size_t bytes = n * p->typeSize;
-  int nranks = p->comm->nranks;
-  const void *in = NULL;
-  void *out = NULL;
-  if (kind != STEP_SEND) WEFTCHECK(waitRecvSlot(p, bytes, &in));
-  if (kind == STEP_SEND || kind == STEP_RRS || kind == STEP_RRCS || kind == STEP_RCS)
-    WEFTCHECK(waitSendSlot(p, &out));
+  const void *in[WEFT_PRIMS_MAX_PEERS];
+  void *out[WEFT_PRIMS_MAX_PEERS];
+  int nin = kind == STEP_SEND ? 0 : p->nrecv;
+  int nout = (kind == STEP_RECV || kind == STEP_RRC) ? 0 : p->nsend;
+  for (int i = 0; i < nin; i++) WEFTCHECK(waitRecvSlot(p, p->recv[i], bytes, &in[i]));
+  for (int i = 0; i < nout; i++) WEFTCHECK(waitSendSlot(p, p->send[i], &out[i]));
+  const char *first = NULL; /* what every send slot gets */
   switch (kind) {
-    case STEP_SEND: memcpy(out, src, bytes); break;
-    case STEP_RECV: memcpy(dst, in, bytes); break;
-    case STEP_RRS: weftReduce(out, in, src, n, p->type, p->op); break;
-    case STEP_RRCS:
-      weftReduceFinal(dst, in, src, n, p->type, p->op, nranks);
-      memcpy(out, dst, bytes);
+    case STEP_SEND: first = src; break;
+    case STEP_RECV: memcpy(dst, in[0], bytes); break;
+    case STEP_RRS:
+      reduceInputs(p, out[0], src, in, n, 0);
+      first = out[0];
       break;
-    case STEP_RRC: weftReduceFinal(dst, in, src, n, p->type, p->op, nranks); break;
+    case STEP_RRCS:
+    case STEP_RRC:
+      reduceInputs(p, dst, src, in, n, 1);
+      first = dst;
+      break;
     case STEP_RCS:
-      memcpy(out, in, bytes);
-      if (dst != NULL) memcpy(dst, in, bytes);
+      if (dst != NULL) memcpy(dst, in[0], bytes);
+      first = in[0];
       break;
   }
-  if (out != NULL) WEFTCHECK(p->send->ops->sendPost(p->send, bytes));
-  if (in != NULL) WEFTCHECK(p->recv->ops->recvDone(p->recv));
+  for (int i = 0; i < nout; i++)
+    if (out[i] != first) memcpy(out[i], first, bytes);
+  for (int i = 0; i < nout; i++) WEFTCHECK(p->send[i]->ops->sendPost(p->send[i], bytes));
+  for (int i = 0; i < nin; i++) WEFTCHECK(p->recv[i]->ops->recvDone(p->recv[i]));
   return weftSuccess;
 }
 

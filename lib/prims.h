@@ -34,30 +34,40 @@ static inline void weftWaitDone(struct weftWaiter *w) {
  * what, peer and the operation) once the communicator's timeout has passed. */
 weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer);
 
+/* Primitive steps on up to WEFT_PRIMS_MAX_PEERS receive and send connections (a ring uses one
+ * of each; a tree node its children and its parent). Received pieces are reduced in the order
+ * of recv[]; "final" steps apply weftReduceFinal with `divisor` (weftAvg divides by it). */
+#define WEFT_PRIMS_MAX_PEERS 3
 struct weftPrims {
   struct weftComm *comm;
-  struct weftConn *send, *recv;
+  struct weftConn *send[WEFT_PRIMS_MAX_PEERS], *recv[WEFT_PRIMS_MAX_PEERS];
+  int nsend, nrecv;
   weftDataType_t type;
   weftRedOp_t op;
+  int divisor;
   size_t typeSize;
   size_t pieceCount; /* elements in one slot */
 };
 
+/* One send and one receive connection (either may be NULL); final steps divide by nranks. */
 void weftPrimsInit(struct weftPrims *p, struct weftComm *comm, struct weftConn *send,
                    struct weftConn *recv, weftDataType_t type, weftRedOp_t op);
+void weftPrimsInitMulti(struct weftPrims *p, struct weftComm *comm, struct weftConn *const *sends,
+                        int nsend, struct weftConn *const *recvs, int nrecv, weftDataType_t type,
+                        weftRedOp_t op, int divisor);
 
 /* Each step moves count elements, split into slot-sized pieces both sides agree on. */
 weftResult_t weftPrimsSend(struct weftPrims *p, const void *src, size_t count);
 weftResult_t weftPrimsRecv(struct weftPrims *p, void *dst, size_t count);
-/* send = recv op src */
+/* send = src op recv... */
 weftResult_t weftPrimsRecvReduceSend(struct weftPrims *p, const void *src, size_t count);
-/* dst = final(recv op src); send = dst */
+/* dst = final(src op recv...); send = dst */
 weftResult_t weftPrimsRecvReduceCopySend(struct weftPrims *p, const void *src, void *dst,
                                          size_t count);
-/* dst = final(recv op src) */
+/* dst = final(src op recv...) */
 weftResult_t weftPrimsRecvReduceCopy(struct weftPrims *p, const void *src, void *dst,
                                      size_t count);
-/* dst = recv; send = recv */
+/* dst = recv; send = recv (dst may be NULL) */
 weftResult_t weftPrimsRecvCopySend(struct weftPrims *p, void *dst, size_t count);
 
 #endif

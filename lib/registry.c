@@ -5,6 +5,8 @@ extern const struct weftTransportOps weftTransportShm;
 extern const struct weftTransportOps weftTransportTcp;
 extern const struct weftAlgoOps weftAlgoRing;
 extern const struct weftAlgoOps weftAlgoDirect;
+extern const struct weftAlgoOps weftAlgoTree;
+extern const struct weftAlgoOps weftAlgoHier;
 
 /* In order of preference: the first that can connect two ranks wins. */
 const struct weftTransportOps *const weftTransports[] = {
@@ -16,6 +18,8 @@ const struct weftTransportOps *const weftTransports[] = {
 const struct weftAlgoOps *const weftAlgos[] = {
   &weftAlgoRing,
   &weftAlgoDirect,
+  &weftAlgoTree,
+  &weftAlgoHier,
   NULL,
 };
 

@@ -32,6 +32,7 @@ SKIP=77
 PROG=cluster.sh
 
 die() { echo "$PROG: $*" >&2; exit 1; }
+badArg() { echo "$PROG: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//' >&2; exit 2; }
 skip() { echo "$PROG: cannot make hosts: $*" >&2; exit $SKIP; }
 
@@ -143,10 +144,10 @@ cmdUp() {
       *) [ -z "$n" ] || usage; n=$1; shift ;;
     esac
   done
-  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 99 ] || die "up: N must be 1..99"
+  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 99 ] || badArg "up: N must be 1..99"
   [ -n "$prefix" ] || prefix=wft$owner
   [[ "$prefix" =~ ^[a-z][a-z0-9]{0,9}$ ]] ||
-    die "up: prefix '$prefix' must be a lowercase letter then up to 9 lowercase letters/digits"
+    badArg "up: prefix '$prefix' must be a lowercase letter then up to 9 lowercase letters/digits"
   local ownerId
   ownerId=$(procId "$owner") || die "up: owner pid $owner is not running"
 
@@ -235,7 +236,7 @@ cmdUp() {
   exec 9>&-
 
   {
-    printf '%-16s %-14s %s\n' namespace/hostname address "interface (shaping: ${shape:- none})"
+    printf '%-16s %-14s %s\n' namespace/hostname address "interface (shaping: ${shape:-none})"
     while read -r a s; do printf '%-16s %-14s eth0\n' "$s" "$a"; done <"$dir/hosts"
     printf '%-16s %-14s bridge (mpirun side)\n' "$br" "10.213.$x.254"
   } >&2
@@ -256,7 +257,7 @@ cmdDown() {
     esac
   done
   [ -n "$prefix" ] || prefix=wft$owner
-  [[ "$prefix" =~ ^[a-z][a-z0-9]{0,9}$ ]] || die "down: bad prefix '$prefix'"
+  [[ "$prefix" =~ ^[a-z][a-z0-9]{0,9}$ ]] || badArg "down: bad prefix '$prefix'"
   [ -d "$RUNDIR/$prefix" ] || { echo "$PROG: no cluster $prefix" >&2; return 0; }
   lock || die "cannot lock $RUNDIR"
   removeCluster "$RUNDIR/$prefix"

@@ -2,8 +2,9 @@
  * the unique id with MPI, every algorithm is forced in turn (then the tuner decides), every
  * datatype and op, in-place and out-of-place, odd counts. Prints "N passed, N failed".
  * Options: --quick drops the largest count (every datatype, op, in-place/out-of-place and odd
- * count stays); --algos LIST runs only these of ring,direct,tuner (e.g. "ring,tuner" across
- * hosts, where direct, a shared-memory algorithm, cannot run). */
+ * count stays); --algos LIST runs only these of the forced algorithms and "tuner", or with a
+ * leading ^ all but these (e.g. "^direct" across hosts, where direct, a shared-memory
+ * algorithm, cannot run). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,32 +47,42 @@ int main(int argc, char **argv) {
   int rank, nranks;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  static const char *const algos[] = {"ring", "direct", NULL};
-  int runAlgo[3] = {1, 1, 1};
+  static const char *const algos[] = {"ring", "direct", NULL}; /* NULL: the tuner decides */
+  enum { nAlgos = sizeof algos / sizeof algos[0] };
+  int runAlgo[nAlgos];
+  for (int a = 0; a < nAlgos; a++) runAlgo[a] = 1;
   for (int i = 1; i < argc; i++) {
+    const char *bad = NULL;
     if (strcmp(argv[i], "--quick") == 0) {
-      nCounts--; /* all but 300007 */
+      nCounts = sizeof counts / sizeof counts[0] - 1; /* all but 300007 */
     } else if (strcmp(argv[i], "--algos") == 0 && i + 1 < argc) {
       char list[256];
       snprintf(list, sizeof list, "%s", argv[++i]);
-      runAlgo[0] = runAlgo[1] = runAlgo[2] = 0;
-      for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        int a = strcmp(tok, "ring") == 0 ? 0 : strcmp(tok, "direct") == 0 ? 1 : strcmp(tok, "tuner") == 0 ? 2 : -1;
-        if (a < 0) {
-          if (rank == 0) fprintf(stderr, "mpi_allreduce_check: --algos: unknown '%s' (ring, direct, tuner)\n", tok);
-          MPI_Finalize();
-          return 2;
-        }
-        runAlgo[a] = 1;
+      int exclude = list[0] == '^';
+      for (int a = 0; a < nAlgos; a++) runAlgo[a] = exclude;
+      for (char *save = NULL, *tok = strtok_r(list + exclude, ",", &save); tok && !bad;
+           tok = strtok_r(NULL, ",", &save)) {
+        int a = 0;
+        while (a < nAlgos && strcmp(tok, algos[a] ? algos[a] : "tuner") != 0) a++;
+        if (a == nAlgos) bad = tok;
+        else runAlgo[a] = !exclude;
       }
     } else {
-      if (rank == 0) fprintf(stderr, "usage: mpi_allreduce_check [--quick] [--algos ring,direct,tuner]\n");
+      bad = argv[i];
+    }
+    if (bad) {
+      if (rank == 0) {
+        fprintf(stderr, "mpi_allreduce_check: unknown '%s'\nusage: mpi_allreduce_check [--quick] [--algos [^]LIST]"
+                        " (LIST: comma list of", bad);
+        for (int a = 0; a < nAlgos; a++) fprintf(stderr, " %s", algos[a] ? algos[a] : "tuner");
+        fprintf(stderr, ")\n");
+      }
       MPI_Finalize();
       return 2;
     }
   }
   long passed = 0, failed = 0;
-  for (int a = 0; a < 3; a++) {
+  for (int a = 0; a < nAlgos; a++) {
     if (!runAlgo[a]) continue;
     if (algos[a]) setenv("WEFT_ALGO", algos[a], 1);
     else unsetenv("WEFT_ALGO");

@@ -24,7 +24,7 @@
 /* The longest any single wait in these tests may take before it counts as a hang. */
 #define HANG_MS 10000
 /* How long a survivor may take to report a peer's close or death. */
-#define NOTICE_MS 5000
+#define NOTICE_MS 3000
 
 /* ---- Parameters: one run per registered transport ---- */
 
@@ -41,6 +41,7 @@ static const struct weftTransportOps *useTransport(int t) {
   const struct weftTransportOps *ops = weftTransports[t];
   char why[256] = "";
   if (!ops->query(why, sizeof why)) cr_skip_test("transport %s unavailable: %s", ops->name, why);
+  cr_log_info("transport %s", ops->name);
   setenv("WEFT_TRANSPORTS", ops->name, 1);
   setenv("WEFT_TIMEOUT_MS", "20000", 1);
   return ops;
@@ -84,7 +85,8 @@ static void fillMessage(uint8_t *p, size_t bytes, uint64_t seed, size_t i) {
 }
 
 /* Index of the first wrong byte, or -1. */
-static long checkMessage(const uint8_t *p, size_t bytes, uint64_t seed, size_t i, uint8_t *scratch) {
+static long checkMessage(const uint8_t *p, size_t bytes, uint64_t seed, size_t i,
+                         uint8_t *scratch) {
   fillMessage(scratch, bytes, seed, i);
   if (memcmp(p, scratch, bytes) == 0) return -1;
   for (size_t k = 0; k < bytes; k++)
@@ -155,7 +157,8 @@ static long exchange(weftComm_t comm, int rank, const struct stream *m) {
 static long exchangeBody(weftComm_t comm, int rank, int nranks, void *arg) {
   (void)nranks;
   const char *want = getenv("WEFT_TRANSPORTS");
-  if (strcmp(comm->ring.send.ops->name, want) != 0 || strcmp(comm->ring.recv.ops->name, want) != 0) {
+  if (strcmp(comm->ring.send.ops->name, want) != 0 ||
+      strcmp(comm->ring.recv.ops->name, want) != 0) {
     fprintf(stderr, "rank %d: ring uses %s/%s, not %s\n", rank, comm->ring.send.ops->name,
             comm->ring.recv.ops->name, want);
     return 1;
@@ -191,7 +194,7 @@ ParameterizedTest(int *t, transport, fifo_order_wraparound, .timeout = 60) {
 
 ParameterizedTestParameters(transport, zero_and_full_slots) { return transportParams(); }
 ParameterizedTest(int *t, transport, zero_and_full_slots, .timeout = 60) {
-  runExchange(*t, SIZES_EDGES, 400);
+  runExchange(*t, SIZES_EDGES, 200);
 }
 
 ParameterizedTestParameters(transport, random_payloads) { return transportParams(); }
@@ -202,8 +205,8 @@ ParameterizedTest(int *t, transport, random_payloads, .timeout = 60) {
 /* ---- A peer that closes or dies with data in flight ---- */
 
 struct closing {
-  _Atomic int posted;   /* messages rank 0 posted before leaving (sender-closes case) */
-  int dieHard;          /* the leaving rank _exit()s instead of destroying */
+  _Atomic int posted; /* messages rank 0 posted before leaving (sender-closes case) */
+  int dieHard;        /* the leaving rank _exit()s instead of destroying */
 };
 
 /* Waits until op reports an error; 0 if it was weftRemoteError naming the peer. */
@@ -242,7 +245,8 @@ static long expectRemoteError(weftComm_t comm, int rank, int peer, int sending) 
       return 0;
     }
     if (elapsedSince(start) > NOTICE_MS) {
-      fprintf(stderr, "%s rank %d: no error %d ms after rank %d left (%zu more slots %s): the "
+      fprintf(stderr,
+              "%s rank %d: no error %d ms after rank %d left (%zu more slots %s): the "
               "transport does not notice a peer that closed\n",
               c->ops->name, rank, NOTICE_MS, peer, moved, sending ? "sent" : "received");
       return 1;
@@ -262,9 +266,12 @@ static long receiverLeavesBody(weftComm_t comm, int rank, int nranks, void *arg)
     const void *slot = NULL;
     size_t bytes;
     if (c->ops->recvSlot(c, &slot, &bytes) != weftSuccess) return 1;
-    if (slot != NULL) got += c->ops->recvDone(c) == weftSuccess;
-    else if (elapsedSince(start) > HANG_MS) return 1;
-    else sched_yield();
+    if (slot != NULL)
+      got += c->ops->recvDone(c) == weftSuccess;
+    else if (elapsedSince(start) > HANG_MS)
+      return 1;
+    else
+      sched_yield();
   }
   if (cl->dieHard) _exit(0); /* the kernel closes the sockets, with unread data in them */
   return 0;
@@ -280,7 +287,7 @@ static long senderLeavesBody(weftComm_t comm, int rank, int nranks, void *arg) {
   if (rank == 0) {
     int posted = 0;
     int64_t idleSince = weftNowMs();
-    while (elapsedSince(idleSince) < 200) { /* until the FIFO stays full */
+    while (elapsedSince(idleSince) < 200 && posted < 256) { /* until the FIFO stays full */
       void *slot = NULL;
       if (c->ops->sendSlot(c, &slot) != weftSuccess) break;
       if (slot == NULL) {
@@ -310,7 +317,8 @@ static long senderLeavesBody(weftComm_t comm, int rank, int nranks, void *arg) {
            elapsedSince(start) < NOTICE_MS)
       sched_yield();
     if (rc == weftSuccess && slot == NULL) {
-      fprintf(stderr, "%s rank 1: neither data nor an error %d ms after rank 0 left (%d slots "
+      fprintf(stderr,
+              "%s rank 1: neither data nor an error %d ms after rank 0 left (%d slots "
               "received): the transport does not notice a peer that closed\n",
               c->ops->name, NOTICE_MS, got);
       failures++;

@@ -143,14 +143,17 @@ static weftResult_t tcpAllocConn(struct tcpState *s, int peer, int dir, struct t
   tc->dir = dir;
   tc->peer = peer;
   tc->shape = s->shape;
-  for (int i = 0; i < TCP_MAX_SOCKS; i++) tc->streams[i] = (struct tcpStream){.fd = -1, .pollIdx = -1};
+  for (int i = 0; i < TCP_MAX_SOCKS; i++)
+    tc->streams[i] = (struct tcpStream){.fd = -1, .pollIdx = -1};
   /* Whole pages from mmap: slot memory is touched only when used, and page-aligned slots
    * let the kernel copy in and out at full speed. */
   tc->slotsMapBytes = (size_t)s->shape.nslots * s->shape.slotBytes;
-  void *p = mmap(NULL, tc->slotsMapBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *p =
+      mmap(NULL, tc->slotsMapBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     free(tc);
-    return weftSetSysError(errno, "tcp: mmap of %zu bytes of slots", (size_t)s->shape.nslots * s->shape.slotBytes);
+    return weftSetSysError(errno, "tcp: mmap of %zu bytes of slots",
+                           (size_t)s->shape.nslots * s->shape.slotBytes);
   }
   tc->slots = p;
   snprintf(tc->peerName, sizeof tc->peerName, "(not connected)");
@@ -222,107 +225,13 @@ static weftResult_t tcpCheckBlob(const struct tcpConn *tc, const void *peerBlob,
                         "every rank",
                         tc->peer, (unsigned long long)b->shape.slotBytes, b->shape.nslots,
                         b->shape.nsocks, b->shape.minStripe,
-                        (unsigned long long)tc->shape.slotBytes, tc->shape.nslots,
-                        tc->shape.nsocks, tc->shape.minStripe);
+                        (unsigned long long)tc->shape.slotBytes, tc->shape.nslots, tc->shape.nsocks,
+                        tc->shape.minStripe);
   return weftSuccess;
 }
 
 static weftResult_t tcpFailure(const struct tcpConn *tc) {
   return weftSetError(weftRemoteError, "%s", tc->error);
-}
-
-/* ---- The dialing side of the handshake (sender), one step per connect() call ---- */
-
-static weftResult_t tcpDialError(struct tcpConn *tc, uint32_t i, int rc, const char *doing) {
-  char text[128];
-  return weftSetError(weftRemoteError,
-                      "tcp: rank %d could not connect stream %u to rank %d (%s) %s: %s%s",
-                      tc->s->rank, i, tc->peer, tc->peerName, doing,
-                      weftSockStatusText(rc, text, sizeof text),
-                      rc == WEFT_SOCK_CLOSED
-                          ? " (a peer that refuses the handshake holds another secret or "
-                            "WEFT_TCP_* settings)"
-                          : "");
-}
-
-static weftResult_t tcpDialStart(struct tcpConn *tc, uint32_t i) {
-  struct tcpStream *st = &tc->streams[i];
-  int rc = weftSocketConnectStart(&tc->peerAddr, &st->fd);
-  if (rc != 0) return tcpDialError(tc, i, rc, "starting the connection");
-  weftTcpSetBuffers(st->fd, tc->s->sockBufBytes);
-  st->dial = TCP_DIAL_CONNECTING;
-  return weftSuccess;
-}
-
-static weftResult_t tcpDialConnecting(struct tcpConn *tc, uint32_t i) {
-  struct tcpStream *st = &tc->streams[i];
-  struct pollfd pfd = {.fd = st->fd, .events = POLLOUT};
-  if (poll(&pfd, 1, 0) <= 0) return weftSuccess;
-  int rc = weftSocketConnectResult(st->fd);
-  if (rc != 0) return tcpDialError(tc, i, rc, "connecting");
-  st->dial = TCP_DIAL_GREETING;
-  st->dialDone = 0;
-  return weftSuccess;
-}
-
-static weftResult_t tcpDialGreeting(struct tcpConn *tc, uint32_t i) {
-  struct tcpStream *st = &tc->streams[i];
-  int rc = weftSocketRecvSome(st->fd, st->dialBuf, TCP_GREETING_BYTES, &st->dialDone);
-  if (rc != 0) return tcpDialError(tc, i, rc, "awaiting its greeting");
-  if (st->dialDone < TCP_GREETING_BYTES) return weftSuccess;
-  if (weftTcpGetBe32(st->dialBuf) != TCP_GREETING_MAGIC)
-    return weftSetError(weftRemoteError,
-                        "tcp: %s, where rank %d should listen, is not a weft tcp listener",
-                        tc->peerName, tc->peer);
-  memcpy(st->serverNonce, st->dialBuf + 4, TCP_NONCE_BYTES);
-  WEFTCHECK(weftTcpRandom(st->clientNonce, TCP_NONCE_BYTES));
-  struct tcpHello h = {.connId = tc->connId,
-                       .fromRank = (uint32_t)tc->s->rank,
-                       .toRank = (uint32_t)tc->peer,
-                       .stream = i,
-                       .shape = tc->shape};
-  memcpy(h.clientNonce, st->clientNonce, TCP_NONCE_BYTES);
-  weftTcpBuildHello(st->dialBuf, tc->s->secret, st->serverNonce, &h);
-  st->dial = TCP_DIAL_HELLO;
-  st->dialDone = 0;
-  return weftSuccess;
-}
-
-static weftResult_t tcpDialHello(struct tcpConn *tc, uint32_t i) {
-  struct tcpStream *st = &tc->streams[i];
-  int rc = weftSocketSendSome(st->fd, st->dialBuf, TCP_HELLO_BYTES, &st->dialDone);
-  if (rc != 0) return tcpDialError(tc, i, rc, "sending its hello");
-  if (st->dialDone < TCP_HELLO_BYTES) return weftSuccess;
-  st->dial = TCP_DIAL_ACK;
-  st->dialDone = 0;
-  return weftSuccess;
-}
-
-static weftResult_t tcpDialAck(struct tcpConn *tc, uint32_t i) {
-  struct tcpStream *st = &tc->streams[i];
-  int rc = weftSocketRecvSome(st->fd, st->dialBuf, TCP_ACK_BYTES, &st->dialDone);
-  if (rc != 0) return tcpDialError(tc, i, rc, "awaiting its acknowledgement");
-  if (st->dialDone < TCP_ACK_BYTES) return weftSuccess;
-  uint64_t want = weftTcpAckMac(tc->s->secret, st->clientNonce, st->serverNonce, tc->connId, i);
-  if (weftTcpGetBe64(st->dialBuf) != want)
-    return weftSetError(weftRemoteError,
-                        "tcp: rank %d (%s) sent a wrong acknowledgement MAC: it does not hold "
-                        "this communicator's secret",
-                        tc->peer, tc->peerName);
-  st->dial = TCP_DIAL_DONE;
-  st->ready = 1;
-  return weftSuccess;
-}
-
-static weftResult_t tcpDialStep(struct tcpConn *tc, uint32_t i) {
-  switch (tc->streams[i].dial) {
-    case TCP_DIAL_CONNECTING: return tcpDialConnecting(tc, i);
-    case TCP_DIAL_GREETING: return tcpDialGreeting(tc, i);
-    case TCP_DIAL_HELLO: return tcpDialHello(tc, i);
-    case TCP_DIAL_ACK: return tcpDialAck(tc, i);
-    case TCP_DIAL_DONE: return weftSuccess;
-  }
-  return weftSuccess;
 }
 
 /* Hands a sender whose streams are all authenticated to the progress thread. */
@@ -340,29 +249,28 @@ static void tcpRegisterSend(struct tcpConn *tc) {
 }
 
 static weftResult_t tcpConnectSend(struct tcpConn *tc, const void *peerBlob, int *done) {
-  if (tc->streams[0].fd < 0 && tc->streams[0].dial == TCP_DIAL_CONNECTING) {
+  if (!tc->dialing) {
     struct tcpBlob b;
     WEFTCHECK(tcpCheckBlob(tc, peerBlob, &b));
     tc->connId = b.connId;
     tc->peerAddr = b.listen;
     weftSockAddrName(&tc->peerAddr, tc->peerName);
-    for (uint32_t i = 0; i < tc->shape.nsocks; i++) WEFTCHECK(tcpDialStart(tc, i));
+    tc->dialing = 1;
+    WEFTCHECK(weftTcpDialStart(tc));
   }
-  int all = 1;
-  for (uint32_t i = 0; i < tc->shape.nsocks; i++) {
-    WEFTCHECK(tcpDialStep(tc, i));
-    all = all && tc->streams[i].dial == TCP_DIAL_DONE;
-  }
-  if (all) tcpRegisterSend(tc);
-  *done = all;
+  WEFTCHECK(weftTcpDialProgress(tc, done));
+  if (*done) tcpRegisterSend(tc);
   return weftSuccess;
 }
 
+/* Done at once: the progress thread attaches the sender's streams whenever they arrive, and
+ * until then the FIFO is simply empty. Waiting here would deadlock two ranks that each
+ * connect their receiving link to the other first. */
 static weftResult_t tcpConnectRecv(struct tcpConn *tc, const void *peerBlob, int *done) {
   struct tcpBlob b;
   WEFTCHECK(tcpCheckBlob(tc, peerBlob, &b));
   if (atomic_load_explicit(&tc->failed, memory_order_acquire)) return tcpFailure(tc);
-  *done = atomic_load_explicit(&tc->attached, memory_order_acquire) == tc->shape.nsocks;
+  *done = 1;
   return weftSuccess;
 }
 
@@ -384,6 +292,7 @@ static weftResult_t tcpConnected(struct weftConn *c) {
   pthread_mutex_lock(&tc->s->lock);
   weftTcpMaybeUnlistenLocked(tc->s);
   pthread_mutex_unlock(&tc->s->lock);
+  weftTcpKick(tc->s); /* to drop the closed listener from its poll list */
   return weftSuccess;
 }
 
@@ -483,19 +392,19 @@ static weftResult_t tcpClose(struct weftConn *c) {
 }
 
 const struct weftTransportOps weftTransportTcp = {
-  .size = sizeof(struct weftTransportOps),
-  .name = "tcp",
-  .query = tcpQuery,
-  .init = tcpInit,
-  .canConnect = tcpCanConnect,
-  .setup = tcpSetup,
-  .connect = tcpConnect,
-  .connected = tcpConnected,
-  .sendSlot = tcpSendSlot,
-  .sendPost = tcpSendPost,
-  .recvSlot = tcpRecvSlot,
-  .recvDone = tcpRecvDone,
-  .progress = NULL,
-  .close = tcpClose,
-  .finalize = tcpFinalize,
+    .size = sizeof(struct weftTransportOps),
+    .name = "tcp",
+    .query = tcpQuery,
+    .init = tcpInit,
+    .canConnect = tcpCanConnect,
+    .setup = tcpSetup,
+    .connect = tcpConnect,
+    .connected = tcpConnected,
+    .sendSlot = tcpSendSlot,
+    .sendPost = tcpSendPost,
+    .recvSlot = tcpRecvSlot,
+    .recvDone = tcpRecvDone,
+    .progress = NULL,
+    .close = tcpClose,
+    .finalize = tcpFinalize,
 };

@@ -55,15 +55,21 @@ struct tcpHello {
 };
 
 /* Dialing side of one stream's handshake, driven by the sender's connect() calls. */
-enum tcpDialState { TCP_DIAL_CONNECTING, TCP_DIAL_GREETING, TCP_DIAL_HELLO, TCP_DIAL_ACK, TCP_DIAL_DONE };
+enum tcpDialState {
+  TCP_DIAL_CONNECTING,
+  TCP_DIAL_GREETING,
+  TCP_DIAL_HELLO,
+  TCP_DIAL_ACK,
+  TCP_DIAL_DONE
+};
 
 struct tcpStream {
   int fd;
-  int ready;     /* the last I/O did not hit EAGAIN: try again before polling */
-  int closed;    /* EOF or an error was seen: no more I/O */
-  int pollIdx;   /* in the progress thread's poll array, -1 when not polled */
-  uint64_t pos;  /* slots this stream has finished */
-  size_t done;   /* bytes of the current slot's part moved (the header included on stream 0) */
+  int ready;    /* the last I/O did not hit EAGAIN: try again before polling */
+  int closed;   /* EOF or an error was seen: no more I/O */
+  int pollIdx;  /* in the progress thread's poll array, -1 when not polled */
+  uint64_t pos; /* slots this stream has finished */
+  size_t done;  /* bytes of the current slot's part moved (the header included on stream 0) */
   uint8_t header[TCP_SLOT_HEADER_BYTES];
   /* dialing (sender, before the connection is handed to the progress thread) */
   enum tcpDialState dial;
@@ -83,8 +89,8 @@ struct tcpConn {
   int dir, peer;
   uint64_t connId;
   struct tcpShape shape;
-  char *slots;          /* nslots * slotBytes */
-  size_t slotsMapBytes; /* of the mapping holding slots */
+  char *slots;                   /* nslots * slotBytes */
+  size_t slotsMapBytes;          /* of the mapping holding slots */
   uint64_t sizes[TCP_MAX_SLOTS]; /* bytes of each posted slot, written before `posted` */
   union weftSockAddr peerAddr;
   char peerName[WEFT_SOCK_NAME_MAX];
@@ -94,16 +100,19 @@ struct tcpConn {
   _Alignas(64) _Atomic uint64_t freed;
   _Atomic int starved;       /* receiver: a stream waits for a free slot (recvDone must wake) */
   _Atomic int failed;        /* set once, after error[] is written */
-  _Atomic uint32_t attached; /* receiver: streams the progress thread has authenticated */
   char error[TCP_ERROR_BYTES];
 
   /* calling thread only */
   _Alignas(64) uint64_t mine, theirs;
+  int dialing;    /* sender: connect() has started the streams */
+  int registered; /* in s->conns (set under s->lock) */
 
-  /* progress thread only (or under s->lock) */
+  /* under s->lock: the progress thread, or a calling thread's inline pass */
   uint64_t seenPosted, seenFreed, published, headers;
-  int registered, closing, stopped;
-  int inlineOnly; /* a calling thread's pass: small slots only */
+  uint32_t attached; /* receiver: streams authenticated and attached */
+  int closing;       /* sender: closed by the caller, still flushing */
+  int stopped;       /* failed: no more I/O */
+  int inlineOnly;    /* a calling thread's pass: small slots only */
   int64_t lingerUntilMs;
 };
 
@@ -172,29 +181,46 @@ weftResult_t weftTcpRandom(void *buf, size_t len);
 void weftTcpSetBuffers(int fd, size_t bytes);
 int weftTcpSameShape(const struct tcpShape *a, const struct tcpShape *b);
 
-/* ---- tcp_progress.c: the progress thread ---- */
-weftResult_t weftTcpStart(struct tcpState *s);
-void weftTcpStop(struct tcpState *s);
-/* Wakes the progress thread if it sleeps (called after publishing a counter). */
-void weftTcpWake(struct tcpState *s);
+/* ---- tcp_dial.c: a sender's handshakes, on the calling thread ---- */
+/* Starts connecting every stream to tc->peerAddr. */
+weftResult_t weftTcpDialStart(struct tcpConn *tc);
+/* Advances every stream's handshake without waiting; *done once all are authenticated. */
+weftResult_t weftTcpDialProgress(struct tcpConn *tc, int *done);
+
+/* ---- tcp_io.c: one pass of I/O over a connection's streams (under s->lock) ---- */
+/* 1 if any byte or slot moved. */
+int weftTcpSendProgress(struct tcpConn *tc);
+int weftTcpRecvProgress(struct tcpConn *tc);
+/* Whether receiving stream i may read now (its slot is free, its size known). */
+int weftTcpRecvCanWork(struct tcpConn *tc, uint32_t i);
+/* The poll() events stream i waits for, and what to do with those that came. */
+short weftTcpStreamEvents(struct tcpConn *tc, uint32_t i);
+void weftTcpStreamEvent(struct tcpConn *tc, uint32_t i, short revents);
 /* Calling thread, after posting a small slot behind an empty FIFO: sends it now if the
  * progress thread is not busy (one thread wakeup less per message), else wakes it. */
 void weftTcpSendInline(struct tcpConn *tc);
 /* Calling thread, finding the FIFO empty: reads small slots itself if the progress thread is
  * not busy, so a small message needs no thread wakeup on either end. */
 void weftTcpRecvInline(struct tcpConn *tc);
+
+/* ---- tcp_progress.c: the progress thread ---- */
+/* Starts it (once, at the first setup), and joins it after it has flushed closing senders. */
+weftResult_t weftTcpStart(struct tcpState *s);
+void weftTcpStop(struct tcpState *s);
+/* Wakes it if it sleeps (called after publishing a counter). */
+void weftTcpWake(struct tcpState *s);
 /* Wakes it unconditionally (after changing what it must poll). */
 void weftTcpKick(struct tcpState *s);
-/* Under s->lock: opens the listener if it is closed, and closes it (with every handshake in
- * progress) once no receiving connection still waits for its streams. */
-weftResult_t weftTcpListenLocked(struct tcpState *s);
-void weftTcpMaybeUnlistenLocked(struct tcpState *s);
-/* Under s->lock: frees a connection the progress thread no longer uses. */
-void weftTcpFreeConnLocked(struct tcpState *s, struct tcpConn *tc);
+/* Under s->lock: takes a connection out of s->conns (and frees it). */
 void weftTcpUnlinkLocked(struct tcpState *s, struct tcpConn *tc);
-void weftTcpFreeConn(struct tcpConn *tc);
+void weftTcpFreeConnLocked(struct tcpState *s, struct tcpConn *tc);
 
 /* ---- tcp_listen.c: the listener and the accepting side of the handshake (under s->lock) ---- */
+/* Opens the listener if it is closed. */
+weftResult_t weftTcpListenLocked(struct tcpState *s);
+/* Closes it, with every handshake in progress, once no receiver waits for a stream. */
+void weftTcpMaybeUnlistenLocked(struct tcpState *s);
+void weftTcpCloseListener(struct tcpState *s);
 void weftTcpAccept(struct tcpState *s);
 /* Handshake i's socket is readable: read its hello; attach it or drop it. */
 void weftTcpPendingEvent(struct tcpState *s, size_t i);
@@ -203,5 +229,9 @@ void weftTcpPendingExpire(struct tcpState *s, int64_t now);
 void weftTcpPendingClear(struct tcpState *s, const char *why);
 /* The earliest handshake deadline, or deadlineMs if later. */
 int64_t weftTcpPendingEarliest(const struct tcpState *s, int64_t deadlineMs);
+
+/* ---- tcp.c ---- */
+/* Closes a connection's sockets and frees it (never registered, or unlinked). */
+void weftTcpFreeConn(struct tcpConn *tc);
 
 #endif

@@ -35,14 +35,21 @@ weftResult_t weftTcpListenLocked(struct tcpState *s) {
   return weftSuccess;
 }
 
+void weftTcpCloseListener(struct tcpState *s) {
+  /* shutdown first: close() alone leaves the socket listening while the progress thread's
+   * poll() still holds it, and the kernel would complete handshakes nobody accepts. */
+  if (s->listenFd >= 0) shutdown(s->listenFd, SHUT_RDWR);
+  weftSocketClose(&s->listenFd);
+}
+
 void weftTcpMaybeUnlistenLocked(struct tcpState *s) {
   if (s->listenFd < 0) return;
   for (const struct tcpConn *tc = s->conns; tc != NULL; tc = tc->next)
     if (tc->dir == WEFT_DIR_RECV &&
-        atomic_load_explicit(&tc->attached, memory_order_relaxed) < tc->shape.nsocks)
+        tc->attached < tc->shape.nsocks)
       return;
   weftTcpPendingClear(s, "every connection is established; the listener is closing");
-  weftSocketClose(&s->listenFd);
+  weftTcpCloseListener(s);
   s->generation++;
   INFO(WEFT_TCP, "tcp: rank %d closed its listener at %s", s->rank, s->listenName);
 }
@@ -114,8 +121,8 @@ static int tcpGreet(int fd, uint8_t nonce[TCP_NONCE_BYTES]) {
 
 /* Greets a fresh connection and starts its handshake clock. */
 static void tcpPendingAdd(struct tcpState *s, int fd, const union weftSockAddr *from) {
-  struct tcpPending p = {.fd = fd, .pollIdx = -1, .deadlineMs = weftNowMs() + TCP_HANDSHAKE_MS,
-                         .from = *from};
+  struct tcpPending p = {
+      .fd = fd, .pollIdx = -1, .deadlineMs = weftNowMs() + TCP_HANDSHAKE_MS, .from = *from};
   weftSockAddrName(from, p.name);
   if (tcpGreet(fd, p.nonce) != 0 || tcpPendingRoom(s) != 0) {
     INFO(WEFT_TCP, "tcp: rank %d could not greet %s; closed", s->rank, p.name);
@@ -133,8 +140,7 @@ void weftTcpAccept(struct tcpState *s) {
     if (rc == EAGAIN) return;
     if (rc == ECONNABORTED || rc == EPROTO) continue; /* the client left before the accept */
     if (rc != 0) {
-      WARN("tcp: rank %d's listener at %s cannot accept: %s", s->rank, s->listenName,
-           strerror(rc));
+      WARN("tcp: rank %d's listener at %s cannot accept: %s", s->rank, s->listenName, strerror(rc));
       /* Out of descriptors: make room at a stranger's expense, and never spin hot. */
       if (s->npending > 0)
         tcpPendingDrop(s, tcpPendingOldest(s), WEFT_LOG_WARN, "freeing a descriptor");
@@ -177,12 +183,12 @@ static void tcpAttach(struct tcpState *s, struct tcpConn *tc, const struct tcpHe
   struct tcpStream *st = &tc->streams[h->stream];
   st->fd = fd;
   st->ready = 1;
-  if (atomic_load_explicit(&tc->attached, memory_order_relaxed) == 0) {
+  if (tc->attached == 0) {
     tc->peerAddr = p->from;
     memcpy(tc->peerName, p->name, sizeof tc->peerName);
   }
   s->generation++;
-  uint32_t n = atomic_fetch_add_explicit(&tc->attached, 1, memory_order_release) + 1;
+  uint32_t n = ++tc->attached;
   if (n == tc->shape.nsocks)
     INFO(WEFT_TCP, "tcp: rank %d <- rank %d (%s) connected, %u streams", s->rank, tc->peer,
          tc->peerName, n);

@@ -1,0 +1,213 @@
+/* Double binary tree AllReduce, for latency-bound sizes at many ranks.
+ * How it works: two binary trees span the ranks; tree 1 is tree 0 shifted by one rank, so
+ * every rank is interior in at most one tree (in-order trees have interior nodes at odd
+ * positions only). Each tree carries half of the buffer. Up pass: leaves send their chunk to
+ * their parent; interior ranks receive from their children, add their own and send up; the
+ * root adds its own and holds the result. Down pass: the root sends the result to its children,
+ * interior ranks copy it out and pass it on, leaves copy it out. Both passes are pipelined in
+ * chunks, alternating the two trees chunk by chunk.
+ * Steps: 2 * depth, depth = ceil(log2(n + 1)). Bytes per rank: ~ bytes up and down in the tree
+ * where it is interior, bytes/2 each way where it is a leaf.
+ * cost() = 2 * depth * (link latency + step overhead) + 2 * bytes / link bandwidth. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap.h"
+#include "check.h"
+#include "core.h"
+#include "param.h"
+#include "prims.h"
+#include "reduce.h"
+
+#define TREE_MAX_CHILDREN 2
+/* Pipeline unit: data flows one way in each pass, so any size is deadlock-free. */
+#define TREE_CHUNK_BYTES (512 * 1024)
+
+struct treeSide {
+  int parent; /* rank, -1 at the root */
+  int nchildren;
+  int children[TREE_MAX_CHILDREN];
+  struct weftConn upSend, downRecv;                       /* with the parent */
+  struct weftConn upRecv[TREE_MAX_CHILDREN], downSend[TREE_MAX_CHILDREN]; /* with children */
+};
+
+struct treeState {
+  struct treeSide tree[2];
+  int depth;
+  double latencyUs, bandwidthGBs; /* slowest link of either tree, the same on every rank */
+};
+
+static int lowBit(int q) { return q & -q; }
+
+/* In-order binary tree over positions 1..n: a position's level is its lowest set bit; its
+ * parent is the neighbour at the next level (climbing past positions beyond n). */
+static int parentPos(int q, int n) {
+  for (;;) {
+    int b = lowBit(q);
+    int up = (q / (2 * b)) % 2 == 0 ? q + b : q - b;
+    if (up <= n) return up;
+    q = up;
+  }
+}
+
+static int rootPos(int n) {
+  int r = 1;
+  while (r * 2 <= n) r *= 2;
+  return r;
+}
+
+/* Tree t of n ranks: rank -> position 1..n (tree 1 is shifted by one rank). */
+static int posOf(int rank, int t, int n) { return t == 0 ? rank + 1 : (rank + 1) % n + 1; }
+static int rankAt(int pos, int t, int n) { return t == 0 ? pos - 1 : (pos - 2 + n) % n; }
+
+static void buildSide(struct treeSide *s, int rank, int t, int n) {
+  int q = posOf(rank, t, n);
+  s->parent = q == rootPos(n) ? -1 : rankAt(parentPos(q, n), t, n);
+  s->nchildren = 0;
+  for (int c = 1; c <= n; c++)
+    if (c != rootPos(n) && c != q && parentPos(c, n) == q && s->nchildren < TREE_MAX_CHILDREN)
+      s->children[s->nchildren++] = rankAt(c, t, n);
+}
+
+static int addSideLinks(struct treeSide *s, int tag, struct weftLinkReq *reqs) {
+  int k = 0;
+  if (s->parent >= 0) {
+    reqs[k++] = (struct weftLinkReq){s->parent, WEFT_DIR_SEND, tag, &s->upSend};
+    reqs[k++] = (struct weftLinkReq){s->parent, WEFT_DIR_RECV, tag, &s->downRecv};
+  }
+  for (int i = 0; i < s->nchildren; i++) {
+    reqs[k++] = (struct weftLinkReq){s->children[i], WEFT_DIR_RECV, tag, &s->upRecv[i]};
+    reqs[k++] = (struct weftLinkReq){s->children[i], WEFT_DIR_SEND, tag, &s->downSend[i]};
+  }
+  return k;
+}
+
+static void worstOf(const struct treeSide *s, struct weftLinkCaps *worst) {
+  const struct weftConn *conns[1 + TREE_MAX_CHILDREN] = {s->parent >= 0 ? &s->upSend : NULL};
+  for (int i = 0; i < s->nchildren; i++) conns[1 + i] = &s->downSend[i];
+  for (int i = 0; i <= s->nchildren; i++) {
+    if (conns[i] == NULL) continue;
+    if (conns[i]->caps.latencyUs > worst->latencyUs) worst->latencyUs = conns[i]->caps.latencyUs;
+    if (worst->bandwidthGBs == 0 || conns[i]->caps.bandwidthGBs < worst->bandwidthGBs)
+      worst->bandwidthGBs = conns[i]->caps.bandwidthGBs;
+  }
+}
+
+static weftResult_t agreeOnCaps(struct weftComm *comm, struct treeState *s) {
+  struct weftLinkCaps *caps = calloc((size_t)comm->nranks, sizeof *caps);
+  if (caps == NULL) return weftSetError(weftSystemError, "out of memory");
+  worstOf(&s->tree[0], &caps[comm->rank]);
+  worstOf(&s->tree[1], &caps[comm->rank]);
+  weftResult_t rc = weftBootstrapAllGather(comm->boot, caps, sizeof *caps, weftDeadline(comm));
+  for (int r = 0; r < comm->nranks; r++) {
+    if (caps[r].latencyUs > s->latencyUs) s->latencyUs = caps[r].latencyUs;
+    if (s->bandwidthGBs == 0 || caps[r].bandwidthGBs < s->bandwidthGBs) s->bandwidthGBs = caps[r].bandwidthGBs;
+  }
+  free(caps);
+  return rc;
+}
+
+static weftResult_t treeFinalize(void *state);
+
+static weftResult_t treeInit(struct weftComm *comm, void **state, char *why, size_t whyLen) {
+  *state = NULL;
+  if (comm->nranks < 2) {
+    snprintf(why, whyLen, "one rank");
+    return weftSuccess;
+  }
+  struct treeState *s = calloc(1, sizeof *s);
+  if (s == NULL) return weftSetError(weftSystemError, "out of memory");
+  struct weftLinkReq reqs[WEFT_MAX_LINKS];
+  int k = 0;
+  for (int t = 0; t < 2; t++) {
+    buildSide(&s->tree[t], comm->rank, t, comm->nranks);
+    k += addSideLinks(&s->tree[t], t == 0 ? WEFT_TAG_TREE0 : WEFT_TAG_TREE1, reqs + k);
+  }
+  for (s->depth = 0; (1 << s->depth) <= comm->nranks; s->depth++) {}
+  weftResult_t rc = weftConnectLinks(comm, reqs, k);
+  if (rc == weftSuccess) rc = agreeOnCaps(comm, s);
+  if (rc != weftSuccess) {
+    treeFinalize(s);
+    return rc;
+  }
+  *state = s;
+  return weftSuccess;
+}
+
+/* Up pass of one chunk: leaves send, interior nodes reduce and send, the root reduces into dst. */
+static weftResult_t upChunk(struct weftComm *comm, struct treeSide *t, const char *src, char *dst,
+                            size_t n, weftDataType_t type, weftRedOp_t op) {
+  struct weftConn *recvs[TREE_MAX_CHILDREN];
+  for (int i = 0; i < t->nchildren; i++) recvs[i] = &t->upRecv[i];
+  struct weftConn *send = &t->upSend;
+  struct weftPrims p;
+  weftPrimsInitMulti(&p, comm, &send, t->parent >= 0, recvs, t->nchildren, type, op, comm->nranks);
+  if (t->nchildren == 0) return weftPrimsSend(&p, src, n);
+  if (t->parent >= 0) return weftPrimsRecvReduceSend(&p, src, n);
+  return weftPrimsRecvReduceCopy(&p, src, dst, n);
+}
+
+/* Down pass of one chunk: the root sends dst, interior nodes copy and forward, leaves copy. */
+static weftResult_t downChunk(struct weftComm *comm, struct treeSide *t, char *dst, size_t n,
+                              weftDataType_t type, weftRedOp_t op) {
+  struct weftConn *sends[TREE_MAX_CHILDREN];
+  for (int i = 0; i < t->nchildren; i++) sends[i] = &t->downSend[i];
+  struct weftConn *recv = &t->downRecv;
+  struct weftPrims p;
+  weftPrimsInitMulti(&p, comm, sends, t->nchildren, &recv, t->parent >= 0, type, op, comm->nranks);
+  if (t->parent < 0) return weftPrimsSend(&p, dst, n);
+  if (t->nchildren > 0) return weftPrimsRecvCopySend(&p, dst, n);
+  return weftPrimsRecv(&p, dst, n);
+}
+
+static weftResult_t treeAllReduce(void *state, struct weftComm *comm, const struct weftCollArgs *a) {
+  struct treeState *s = state;
+  size_t ts = weftTypeSize(a->type);
+  size_t half[2] = {a->count / 2, a->count - a->count / 2}, base[2] = {0, a->count / 2};
+  size_t chunk = TREE_CHUNK_BYTES / ts;
+  const char *send = a->sendbuff;
+  char *recv = a->recvbuff;
+  for (size_t off = 0; off < half[1]; off += chunk)
+    for (int t = 0; t < 2; t++) {
+      if (off >= half[t]) continue;
+      size_t n = half[t] - off < chunk ? half[t] - off : chunk, at = (base[t] + off) * ts;
+      WEFTCHECK(upChunk(comm, &s->tree[t], send + at, recv + at, n, a->type, a->op));
+    }
+  for (size_t off = 0; off < half[1]; off += chunk)
+    for (int t = 0; t < 2; t++) {
+      if (off >= half[t]) continue;
+      size_t n = half[t] - off < chunk ? half[t] - off : chunk, at = (base[t] + off) * ts;
+      WEFTCHECK(downChunk(comm, &s->tree[t], recv + at, n, a->type, a->op));
+    }
+  return weftSuccess;
+}
+
+static double treeCost(void *state, const struct weftComm *comm, size_t bytes) {
+  const struct treeState *s = state;
+  double stepUs = s->latencyUs + 0.3 * (comm->nLocalRanks > weftTopoCpuCount() ? 4 : 1);
+  return 2.0 * s->depth * stepUs + 2.0 * (double)bytes / (s->bandwidthGBs * 1e3);
+}
+
+static weftResult_t treeFinalize(void *state) {
+  struct treeState *s = state;
+  for (int t = 0; t < 2; t++) {
+    weftConnClose(&s->tree[t].upSend);
+    weftConnClose(&s->tree[t].downRecv);
+    for (int i = 0; i < s->tree[t].nchildren; i++) {
+      weftConnClose(&s->tree[t].upRecv[i]);
+      weftConnClose(&s->tree[t].downSend[i]);
+    }
+  }
+  free(s);
+  return weftSuccess;
+}
+
+const struct weftAlgoOps weftAlgoTree = {
+  .size = sizeof(struct weftAlgoOps),
+  .name = "tree",
+  .init = treeInit,
+  .cost = treeCost,
+  .allReduce = treeAllReduce,
+  .finalize = treeFinalize,
+};

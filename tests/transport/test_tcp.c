@@ -1,0 +1,358 @@
+/* TCP transport specifics: slot striping and wire encodings, parameter checks, the error a
+ * closed peer gives, and the listener's defence: strangers, garbage, forged or misdirected
+ * hellos and silent connections are dropped without disturbing a real peer or leaking
+ * descriptors, and the listener closes once every rank is connected. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../transports/tcp/tcp.h"
+#include "bootstrap.h"
+#include "core.h"
+#include "harness.h"
+#include "socket.h"
+
+static void sleepMs(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static int settledFds(int expected) {
+  int64_t until = weftNowMs() + 3000;
+  int now = countOpenFds();
+  while (now != expected && weftNowMs() < until) {
+    sleepMs(10);
+    now = countOpenFds();
+  }
+  return now;
+}
+
+static int tcpIndex(void) {
+  for (int t = 0; weftTransports[t] != NULL; t++)
+    if (strcmp(weftTransports[t]->name, "tcp") == 0) return t;
+  return -1;
+}
+
+/* ---- Wire encodings ---- */
+
+Test(tcp_wire, parts_cover_each_slot_once) {
+  static const size_t sizes[] = {0,     1,      8,      4095,   4096,   65535,  65536,
+                                 65537, 131072, 131073, 200000, 393216, 524287, 524288};
+  for (uint32_t nsocks = 1; nsocks <= 5; nsocks++)
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+      struct tcpShape shape = {
+          .slotBytes = 524288, .nslots = 8, .nsocks = nsocks, .minStripe = 65536};
+      size_t next = 0, used = 0;
+      for (uint32_t i = 0; i < nsocks; i++) {
+        size_t off, len;
+        weftTcpPart(&shape, sizes[k], i, &off, &len);
+        if (len == 0) continue;
+        cr_assert_eq(off, next, "%zu bytes, %u sockets: part %u starts at %zu, not %zu", sizes[k],
+                     nsocks, i, off, next);
+        cr_assert_eq(off % 4096, 0);
+        next = off + len;
+        used++;
+      }
+      cr_assert_eq(next, sizes[k], "%zu bytes, %u sockets: parts end at %zu", sizes[k], nsocks,
+                   next);
+      if (sizes[k] <= shape.minStripe) cr_assert_leq(used, 1, "a small slot uses one stream");
+      if (sizes[k] >= nsocks * shape.minStripe) cr_assert_eq(used, nsocks, "a big slot uses all");
+    }
+}
+
+Test(tcp_wire, blob_and_hello_round_trip) {
+  struct tcpBlob b = {
+      .dir = WEFT_DIR_RECV,
+      .rank = 7,
+      .connId = 0x0123456789abcdefULL,
+      .shape = {.slotBytes = 1 << 19, .nslots = 8, .nsocks = 3, .minStripe = 1 << 16}};
+  cr_assert_eq(weftSockAddrParse("test", "[fd00::2]:4242", AF_UNSPEC, &b.listen), weftSuccess);
+  uint8_t blob[WEFT_CONN_BLOB_BYTES];
+  weftTcpEncodeBlob(&b, blob);
+  struct tcpBlob d;
+  cr_assert_eq(weftTcpDecodeBlob(blob, &d), 0);
+  cr_assert(d.dir == b.dir && d.rank == 7 && d.connId == b.connId &&
+            weftTcpSameShape(&d.shape, &b.shape));
+  char n1[WEFT_SOCK_NAME_MAX], n2[WEFT_SOCK_NAME_MAX];
+  cr_assert_str_eq(weftSockAddrName(&d.listen, n1), weftSockAddrName(&b.listen, n2));
+  blob[0] ^= 1;
+  cr_assert_neq(weftTcpDecodeBlob(blob, &d), 0, "a wrong magic is refused");
+
+  uint8_t secret[16] = {1, 2, 3}, other[16] = {4, 5, 6}, nonce[16] = {9}, nonce2[16] = {8};
+  struct tcpHello h = {.connId = 42, .fromRank = 1, .toRank = 2, .stream = 1, .shape = b.shape};
+  uint8_t hello[TCP_HELLO_BYTES];
+  weftTcpBuildHello(hello, secret, nonce, &h);
+  struct tcpHello got;
+  cr_assert_null(weftTcpOpenHello(hello, secret, nonce, &got));
+  cr_assert(got.connId == 42 && got.fromRank == 1 && got.toRank == 2 && got.stream == 1);
+  cr_assert_not_null(weftTcpOpenHello(hello, other, nonce, &got), "another secret is refused");
+  cr_assert_not_null(weftTcpOpenHello(hello, secret, nonce2, &got), "a replay is refused");
+  hello[20] ^= 1;
+  cr_assert_not_null(weftTcpOpenHello(hello, secret, nonce, &got), "a changed byte is refused");
+}
+
+/* ---- Parameters ---- */
+
+static long nothing(weftComm_t comm, int rank, int nranks, void *arg) {
+  (void)comm, (void)rank, (void)nranks, (void)arg;
+  return 0;
+}
+
+Test(tcp_params, bad_values_fail_init) {
+  setenv("WEFT_TRANSPORTS", "tcp", 1);
+  setenv("WEFT_TIMEOUT_MS", "10000", 1);
+  setenv("WEFT_TCP_SLOTS", "1", 1);
+  cr_assert_eq(runRanks(1, 2, nothing, NULL, 60), 2, "WEFT_TCP_SLOTS=1 must fail init");
+  setenv("WEFT_TCP_SLOTS", "8", 1);
+  setenv("WEFT_TCP_NSOCKS", "99", 1);
+  cr_assert_eq(runRanks(1, 2, nothing, NULL, 60), 2, "WEFT_TCP_NSOCKS=99 must fail init");
+  unsetenv("WEFT_TCP_NSOCKS");
+}
+
+static long checkCaps(weftComm_t comm, int rank, int nranks, void *arg) {
+  (void)rank, (void)nranks, (void)arg;
+  const struct weftLinkCaps *caps = &comm->ring.send.caps;
+  return strcmp(comm->ring.send.ops->name, "tcp") != 0 || caps->bandwidthGBs != 3.25 ||
+         caps->latencyUs != 7.5;
+}
+
+Test(tcp_params, caps_for_the_tuner) {
+  setenv("WEFT_TRANSPORTS", "tcp", 1);
+  setenv("WEFT_TCP_BW_GBPS", "3.25", 1);
+  setenv("WEFT_TCP_LAT_US", "7.5", 1);
+  cr_assert_eq(runRanks(1, 2, checkCaps, NULL, 60), 0);
+}
+
+/* ---- The listener under attack ---- */
+
+struct attack {
+  pthread_barrier_t barrier;
+  uint8_t blobs[2][WEFT_CONN_BLOB_BYTES]; /* rank 0's send blob, rank 1's receive blob */
+  int silentFd;
+  long failures;
+};
+
+static int dial(const union weftSockAddr *to) {
+  int fd = -1;
+  int rc = weftSocketConnect(to, weftNowMs() + 2000, &fd);
+  return rc == 0 ? fd : -1;
+}
+
+/* Connects and reads the listener's greeting; the socket, or -1. */
+static int dialGreeted(const union weftSockAddr *to, uint8_t nonce[TCP_NONCE_BYTES]) {
+  int fd = dial(to);
+  uint8_t greeting[TCP_GREETING_BYTES];
+  if (fd < 0 || weftSocketRecvAll(fd, greeting, sizeof greeting, weftNowMs() + 2000) != 0 ||
+      weftTcpGetBe32(greeting) != TCP_GREETING_MAGIC) {
+    weftSocketClose(&fd);
+    return -1;
+  }
+  memcpy(nonce, greeting + 4, TCP_NONCE_BYTES);
+  return fd;
+}
+
+/* Whether the listener closes fd (EOF or reset) within ms, without acknowledging it. */
+static int droppedWithin(int fd, int ms) {
+  uint8_t buf[64];
+  int64_t until = weftNowMs() + ms;
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (weftPollUntil(&p, 1, until) <= 0) return 0;
+    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return 1;
+    if (n > 0) return 0; /* it answered: an acknowledgement it should not have sent */
+  }
+}
+
+static void forgedHello(const union weftSockAddr *to, const uint8_t *secret, struct tcpHello h,
+                        long *failures, const char *what) {
+  uint8_t nonce[TCP_NONCE_BYTES], hello[TCP_HELLO_BYTES];
+  int fd = dialGreeted(to, nonce);
+  if (fd < 0) {
+    fprintf(stderr, "%s: could not reach the listener\n", what);
+    (*failures)++;
+    return;
+  }
+  weftTcpBuildHello(hello, secret, nonce, &h);
+  if (weftSocketSendAll(fd, hello, sizeof hello, weftNowMs() + 1000) != 0 ||
+      !droppedWithin(fd, 1500)) {
+    fprintf(stderr, "%s: not dropped\n", what);
+    (*failures)++;
+  }
+  close(fd);
+}
+
+static void attackListener(weftComm_t comm, const struct tcpBlob *rb, struct attack *a) {
+  const union weftSockAddr *to = &rb->listen;
+  long *failures = &a->failures;
+  int quitter = dial(to); /* leaves at once */
+  weftSocketClose(&quitter);
+  uint8_t nonce[TCP_NONCE_BYTES], junk[200];
+  a->silentFd = dialGreeted(to, nonce); /* says nothing: dropped after the handshake timeout */
+  memset(junk, 'G', sizeof junk);
+  int fd = dialGreeted(to, nonce);
+  if (fd < 0 || weftSocketSendAll(fd, junk, sizeof junk, weftNowMs() + 1000) != 0 ||
+      !droppedWithin(fd, 1500)) {
+    fprintf(stderr, "garbage: not dropped\n");
+    (*failures)++;
+  }
+  weftSocketClose(&fd);
+  uint8_t wrongSecret[16] = {0xde, 0xad};
+  const uint8_t *secret = weftBootstrapSecret(comm->boot);
+  struct tcpHello h = {
+      .connId = rb->connId, .fromRank = 0, .toRank = 1, .stream = 0, .shape = rb->shape};
+  forgedHello(to, wrongSecret, h, failures, "hello with another secret");
+  struct tcpHello stranger = h;
+  stranger.connId ^= 0x55;
+  forgedHello(to, secret, stranger, failures, "hello for an unknown connection");
+  struct tcpHello impostor = h;
+  impostor.fromRank = 5;
+  forgedHello(to, secret, impostor, failures, "hello from a rank the connection is not with");
+  struct tcpHello outOfRange = h;
+  outOfRange.stream = 99;
+  forgedHello(to, secret, outOfRange, failures, "hello for a stream out of range");
+}
+
+static weftResult_t connectLoop(struct weftConn *c, const void *blob) {
+  int64_t until = weftNowMs() + 10000;
+  for (;;) {
+    int done = 0;
+    weftResult_t rc = c->ops->connect(c, blob, &done);
+    if (rc != weftSuccess || done) return rc;
+    if (weftNowMs() > until) return weftTimeout;
+    sched_yield();
+  }
+}
+
+static long moveData(struct weftConn *c, int sending, int count) {
+  for (int i = 0; i < count;) {
+    int64_t until = weftNowMs() + 10000;
+    if (sending) {
+      void *slot = NULL;
+      if (c->ops->sendSlot(c, &slot) != weftSuccess) return 1;
+      if (slot == NULL) {
+        if (weftNowMs() > until) return 1;
+        sched_yield();
+        continue;
+      }
+      memset(slot, i & 0xff, 1000);
+      if (c->ops->sendPost(c, 1000) != weftSuccess) return 1;
+    } else {
+      const void *slot = NULL;
+      size_t bytes = 0;
+      if (c->ops->recvSlot(c, &slot, &bytes) != weftSuccess) return 1;
+      if (slot == NULL) {
+        if (weftNowMs() > until) return 1;
+        sched_yield();
+        continue;
+      }
+      if (bytes != 1000 || ((const uint8_t *)slot)[999] != (i & 0xff)) return 1;
+      if (c->ops->recvDone(c) != weftSuccess) return 1;
+    }
+    i++;
+  }
+  return 0;
+}
+
+/* Both ranks open one more connection (rank 0 -> rank 1) by hand. Rank 1 attacks its own
+ * listener before rank 0 connects; rank 0's connection must still work. */
+static long attackBody(weftComm_t comm, int rank, int nranks, void *arg) {
+  (void)nranks;
+  struct attack *a = arg;
+  int t = tcpIndex();
+  const struct weftTransportOps *ops = weftTransports[t];
+  struct weftConn c = {0};
+  c.ops = ops;
+  c.state = comm->transportState[t];
+  int dir = rank == 0 ? WEFT_DIR_SEND : WEFT_DIR_RECV;
+  if (ops->setup(c.state, 1 - rank, dir, &c, a->blobs[rank]) != weftSuccess) return 1;
+  pthread_barrier_wait(&a->barrier);
+  struct tcpBlob rb;
+  if (weftTcpDecodeBlob(a->blobs[1], &rb) != 0) return 1;
+  if (rank == 1) attackListener(comm, &rb, a);
+  pthread_barrier_wait(&a->barrier);
+  long failures = connectLoop(&c, a->blobs[1 - rank]) != weftSuccess;
+  failures += failures == 0 && moveData(&c, rank == 0, 300);
+  if (rank == 1) {
+    if (a->silentFd < 0 || !droppedWithin(a->silentFd, 4000)) {
+      fprintf(stderr, "silent connection: not dropped\n");
+      failures++;
+    }
+    weftSocketClose(&a->silentFd);
+    /* Everyone is connected: the listener goes, and nobody can knock any more. */
+    ops->connected(&c);
+    int late = dial(&rb.listen);
+    if (late >= 0) {
+      fprintf(stderr, "the listener still accepts after connected()\n");
+      failures++;
+      close(late);
+    }
+  }
+  pthread_barrier_wait(&a->barrier);
+  ops->close(&c);
+  return failures;
+}
+
+Test(tcp_listener, strangers_are_dropped, .timeout = 60) {
+  setenv("WEFT_TRANSPORTS", "tcp", 1);
+  int fds = countOpenFds();
+  struct attack a = {.silentFd = -1};
+  pthread_barrier_init(&a.barrier, NULL, 2);
+  long failures = runRanks(1, 2, attackBody, &a, 60);
+  pthread_barrier_destroy(&a.barrier);
+  cr_assert_eq(failures + a.failures, 0, "%ld failures (see stderr)", failures + a.failures);
+  cr_assert_eq(settledFds(fds), fds, "descriptors leaked");
+}
+
+/* ---- The error a closed peer gives ---- */
+
+struct closer {
+  pthread_barrier_t barrier;
+  char message[1024];
+  weftResult_t rc;
+};
+
+static long closerBody(weftComm_t comm, int rank, int nranks, void *arg) {
+  (void)nranks;
+  struct closer *cl = arg;
+  if (rank == 1) {
+    pthread_barrier_wait(&cl->barrier);
+    comm->ring.recv.ops->close(&comm->ring.recv); /* rank 0's data now goes nowhere */
+    return 0;
+  }
+  struct weftConn *c = &comm->ring.send;
+  pthread_barrier_wait(&cl->barrier);
+  int64_t until = weftNowMs() + 10000;
+  for (;;) {
+    void *slot = NULL;
+    weftResult_t rc = c->ops->sendSlot(c, &slot);
+    if (rc == weftSuccess && slot != NULL) rc = c->ops->sendPost(c, c->slotBytes);
+    if (rc != weftSuccess) {
+      cl->rc = rc;
+      snprintf(cl->message, sizeof cl->message, "%s", weftGetLastError(NULL));
+      return 0;
+    }
+    if (weftNowMs() > until) return 1;
+    sched_yield();
+  }
+}
+
+Test(tcp_errors, closed_peer_is_named) {
+  setenv("WEFT_TRANSPORTS", "tcp", 1);
+  struct closer cl = {.rc = weftSuccess};
+  pthread_barrier_init(&cl.barrier, NULL, 2);
+  cr_assert_eq(runRanks(1, 2, closerBody, &cl, 60), 0);
+  pthread_barrier_destroy(&cl.barrier);
+  cr_assert_eq(cl.rc, weftRemoteError, "%s", cl.message);
+  cr_assert(strstr(cl.message, "tcp: connection to rank 1 (") != NULL &&
+                strstr(cl.message, ") closed by peer") != NULL,
+            "message: %s", cl.message);
+}

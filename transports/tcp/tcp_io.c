@@ -1,0 +1,303 @@
+/* TCP transport: moving bytes between the FIFOs and the streams, for the progress thread
+ * (and, for small slots, a calling thread that finds it idle), always under s->lock.
+ * A sender's slot k goes out on stream i as part i of the slot (weftTcpPart), preceded on
+ * stream 0 by an 8-byte header (bytes, k); a receiver's stream 0 reads each header into the
+ * slot's size, and the other streams read their parts once the size is known. A slot is
+ * done when every stream is past it: the least position of the streams is what gets
+ * published to the calling thread (freed for a sender, posted for a receiver). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/uio.h>
+
+#include "bootstrap.h"
+#include "check.h"
+#include "tcp.h"
+
+/* ---- Failures: recorded by the thread, reported by the calling thread's next op ---- */
+
+static uint64_t tcpMinPos(const struct tcpConn *tc) {
+  uint64_t low = UINT64_MAX;
+  for (uint32_t i = 0; i < tc->shape.nsocks; i++)
+    if (tc->streams[i].pos < low) low = tc->streams[i].pos;
+  return low;
+}
+
+/* Publishes what the streams have finished: sent slots to a sender, arrived ones to a
+ * receiver (with release, after the slot bytes and sizes). */
+static void tcpPublish(struct tcpConn *tc) {
+  uint64_t low = tcpMinPos(tc);
+  if (low == tc->published) return;
+  tc->published = low;
+  atomic_store_explicit(tc->dir == WEFT_DIR_SEND ? &tc->freed : &tc->posted, low,
+                        memory_order_release);
+}
+
+static void tcpFail(struct tcpConn *tc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tcpFail(struct tcpConn *tc, const char *fmt, ...) {
+  if (tc->stopped) return;
+  tc->stopped = 1;
+  for (uint32_t i = 0; i < tc->shape.nsocks; i++) tc->streams[i].closed = 1;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tc->error, sizeof tc->error, fmt, ap);
+  va_end(ap);
+  /* INFO only: the calling thread warns if it is still using the connection; at teardown a
+   * peer's close is expected. */
+  INFO(WEFT_TCP, "%s", tc->error);
+  tcpPublish(tc);
+  atomic_store_explicit(&tc->failed, 1, memory_order_release);
+}
+
+static void tcpFailIo(struct tcpConn *tc, int rc, uint32_t stream) {
+  char text[128];
+  const char *doing = tc->dir == WEFT_DIR_SEND ? "sending" : "receiving";
+  if (rc == WEFT_SOCK_CLOSED)
+    tcpFail(tc,
+            "tcp: connection to rank %d (%s) closed by peer (rank %d was %s, stream %u, %llu slots "
+            "done)",
+            tc->peer, tc->peerName, tc->s->rank, doing, stream, (unsigned long long)tc->published);
+  else
+    tcpFail(tc, "tcp: connection to rank %d (%s) failed: %s (rank %d was %s, stream %u)", tc->peer,
+            tc->peerName, weftSockStatusText(rc, text, sizeof text), tc->s->rank, doing, stream);
+}
+
+/* ---- Sending: posted slots onto the streams ---- */
+
+/* Sends the rest of [header (hdr bytes)][data (len bytes)]: 1 when done, 0 when the socket is
+ * full, or a WEFT_SOCK_CLOSED / errno (as a negative number's opposite, see tcpFailIo). */
+static int tcpSendPart(struct tcpStream *st, const char *data, size_t len, size_t hdr, int *err) {
+  while (st->done < hdr + len) {
+    struct iovec iov[2];
+    int n = 0;
+    if (st->done < hdr) {
+      iov[n++] = (struct iovec){st->header + st->done, hdr - st->done};
+      if (len > 0) iov[n++] = (struct iovec){(void *)(uintptr_t)data, len};
+    } else {
+      iov[n++] =
+          (struct iovec){(void *)(uintptr_t)(data + (st->done - hdr)), len - (st->done - hdr)};
+    }
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t sent = sendmsg(st->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent > 0) {
+      st->done += (size_t)sent;
+    } else if (sent < 0 && errno == EINTR) {
+      continue;
+    } else if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      st->ready = 0;
+      return 0;
+    } else {
+      *err = (sent == 0 || errno == EPIPE || errno == ECONNRESET) ? WEFT_SOCK_CLOSED : errno;
+      return -1;
+    }
+  }
+  return 1;
+}
+
+static int tcpSendStream(struct tcpConn *tc, uint32_t i) {
+  struct tcpStream *st = &tc->streams[i];
+  int moved = 0;
+  while (!st->closed && st->pos < tc->seenPosted) {
+    uint64_t k = st->pos;
+    size_t bytes = tc->sizes[k % tc->shape.nslots], off, len;
+    weftTcpPart(&tc->shape, bytes, i, &off, &len);
+    size_t hdr = i == 0 ? TCP_SLOT_HEADER_BYTES : 0;
+    if (hdr + len > 0) {
+      if (!st->ready) break;
+      if (hdr > 0 && st->done == 0) {
+        weftTcpPutBe32(st->header, (uint32_t)bytes);
+        weftTcpPutBe32(st->header + 4, (uint32_t)k);
+      }
+      size_t before = st->done;
+      int err = 0;
+      int rc = tcpSendPart(st, tc->slots + (k % tc->shape.nslots) * tc->shape.slotBytes + off, len,
+                           hdr, &err);
+      moved |= st->done != before;
+      if (rc < 0) {
+        tcpFailIo(tc, err, i);
+        return 1;
+      }
+      if (rc == 0) break;
+    }
+    st->pos++;
+    st->done = 0;
+    moved = 1;
+  }
+  return moved;
+}
+
+int weftTcpSendProgress(struct tcpConn *tc) {
+  tc->seenPosted = atomic_load_explicit(&tc->posted, memory_order_acquire);
+  int moved = 0;
+  for (uint32_t i = 0; i < tc->shape.nsocks && !tc->stopped; i++) moved |= tcpSendStream(tc, i);
+  if (!tc->stopped) tcpPublish(tc);
+  return moved;
+}
+
+void weftTcpSendInline(struct tcpConn *tc) {
+  struct tcpState *s = tc->s;
+  if (pthread_mutex_trylock(&s->lock) != 0) {
+    weftTcpWake(s);
+    return;
+  }
+  if (!tc->stopped) weftTcpSendProgress(tc);
+  int left = !tc->stopped && tc->published != tc->seenPosted;
+  pthread_mutex_unlock(&s->lock);
+  if (left) weftTcpWake(s); /* the socket was full: the thread must poll it */
+}
+
+/* Nothing ever arrives on a sender's stream: readable means the peer left (or misbehaves). */
+static void tcpSendCheckPeer(struct tcpConn *tc, uint32_t i) {
+  uint8_t byte;
+  size_t got = 0;
+  int rc = weftSocketRecvSome(tc->streams[i].fd, &byte, 1, &got);
+  if (rc != 0)
+    tcpFailIo(tc, rc, i);
+  else if (got > 0)
+    tcpFail(tc, "tcp: rank %d (%s) sent unexpected bytes to its sender, rank %d", tc->peer,
+            tc->peerName, tc->s->rank);
+}
+
+/* ---- Receiving: streams into free slots ---- */
+
+/* Whether stream i may read now: its slot is free and (past stream 0) its size is known. */
+int weftTcpRecvCanWork(struct tcpConn *tc, uint32_t i) {
+  uint64_t k = tc->streams[i].pos;
+  if (k - tc->seenFreed >= tc->shape.nslots) {
+    tc->seenFreed = atomic_load_explicit(&tc->freed, memory_order_acquire);
+    if (k - tc->seenFreed >= tc->shape.nslots) return 0;
+  }
+  return i == 0 || k < tc->headers;
+}
+
+/* Stream 0 announces each slot: 1 once slot k's header is in, 0 while it is not. */
+static int tcpRecvHeader(struct tcpConn *tc, struct tcpStream *st, uint64_t k) {
+  if (st->done >= TCP_SLOT_HEADER_BYTES) return 1;
+  if (!st->ready) return 0;
+  int rc = weftSocketRecvSome(st->fd, st->header, TCP_SLOT_HEADER_BYTES, &st->done);
+  if (rc != 0) {
+    st->closed = 1;
+    if (rc != WEFT_SOCK_CLOSED || st->done > 0) tcpFailIo(tc, rc, 0);
+    return 0;
+  }
+  if (st->done < TCP_SLOT_HEADER_BYTES) {
+    st->ready = 0;
+    return 0;
+  }
+  uint32_t bytes = weftTcpGetBe32(st->header), seq = weftTcpGetBe32(st->header + 4);
+  if (bytes > tc->shape.slotBytes || seq != (uint32_t)k) {
+    tcpFail(tc,
+            "tcp: rank %d (%s) broke the protocol: slot %u of %u bytes where slot %u of at "
+            "most %llu was due",
+            tc->peer, tc->peerName, seq, bytes, (uint32_t)k,
+            (unsigned long long)tc->shape.slotBytes);
+    return 0;
+  }
+  tc->sizes[k % tc->shape.nslots] = bytes;
+  tc->headers = k + 1;
+  return 1;
+}
+
+static int tcpRecvStream(struct tcpConn *tc, uint32_t i, int *starved) {
+  struct tcpStream *st = &tc->streams[i];
+  int moved = 0;
+  while (!tc->stopped) {
+    uint64_t k = st->pos;
+    if (!weftTcpRecvCanWork(tc, i)) {
+      *starved |= k - tc->seenFreed >= tc->shape.nslots;
+      break;
+    }
+    size_t before = st->done;
+    if (i == 0 && (st->closed || !tcpRecvHeader(tc, st, k))) {
+      moved |= st->done != before;
+      break;
+    }
+    size_t off, len, hdr = i == 0 ? TCP_SLOT_HEADER_BYTES : 0;
+    size_t bytes = tc->sizes[k % tc->shape.nslots];
+    weftTcpPart(&tc->shape, bytes, i, &off, &len);
+    if (len > 0) {
+      if (tc->inlineOnly && bytes > tc->shape.minStripe) break; /* big: the thread's job */
+      if (st->closed) {
+        tcpFailIo(tc, WEFT_SOCK_CLOSED, i);
+        return 1;
+      }
+      if (!st->ready) break;
+      size_t got = st->done - hdr;
+      int rc = weftSocketRecvSome(
+          st->fd, tc->slots + (k % tc->shape.nslots) * tc->shape.slotBytes + off, len, &got);
+      moved |= hdr + got != st->done;
+      st->done = hdr + got;
+      if (rc != 0) {
+        tcpFailIo(tc, rc, i);
+        return 1;
+      }
+      if (got < len) {
+        st->ready = 0;
+        break;
+      }
+    }
+    st->pos++;
+    st->done = 0;
+    moved = 1;
+  }
+  return moved;
+}
+
+/* Stream 0 closed between slots: once the others have finished every announced slot, no
+ * more can come. */
+static void tcpRecvCheckEnd(struct tcpConn *tc) {
+  if (tc->stopped || !tc->streams[0].closed) return;
+  for (uint32_t i = 1; i < tc->shape.nsocks; i++)
+    if (tc->streams[i].pos < tc->headers && !tc->streams[i].closed) return;
+  tcpFailIo(tc, WEFT_SOCK_CLOSED, 0);
+}
+
+int weftTcpRecvProgress(struct tcpConn *tc) {
+  if (tc->attached < tc->shape.nsocks) return 0;
+  int moved = 0, starved = 0;
+  for (uint32_t i = 0; i < tc->shape.nsocks && !tc->stopped; i++)
+    moved |= tcpRecvStream(tc, i, &starved);
+  if (tc->stopped) return moved;
+  tcpPublish(tc);
+  tcpRecvCheckEnd(tc);
+  if (atomic_load_explicit(&tc->starved, memory_order_relaxed) != starved)
+    atomic_store_explicit(&tc->starved, starved, memory_order_seq_cst);
+  return moved;
+}
+
+void weftTcpRecvInline(struct tcpConn *tc) {
+  struct tcpState *s = tc->s;
+  if (pthread_mutex_trylock(&s->lock) != 0) return;
+  if (!tc->stopped) {
+    /* The thread's readiness flags only change when it polls; this caller tries anyway. */
+    tc->streams[0].ready = 1;
+    tc->inlineOnly = 1;
+    weftTcpRecvProgress(tc);
+    tc->inlineOnly = 0;
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
+short weftTcpStreamEvents(struct tcpConn *tc, uint32_t i) {
+  const struct tcpStream *st = &tc->streams[i];
+  if (tc->dir == WEFT_DIR_SEND)
+    return (short)(POLLIN | (!st->ready && st->pos < tc->seenPosted ? POLLOUT : 0));
+  /* 0 still reports POLLERR and POLLHUP: a reset is noticed even while the FIFO is full. */
+  return weftTcpRecvCanWork(tc, i) ? POLLIN : 0;
+}
+
+void weftTcpStreamEvent(struct tcpConn *tc, uint32_t i, short revents) {
+  struct tcpStream *st = &tc->streams[i];
+  if (tc->dir == WEFT_DIR_SEND) {
+    if (revents & POLLOUT) st->ready = 1;
+    if (revents & (POLLIN | POLLERR | POLLHUP)) tcpSendCheckPeer(tc, i);
+    return;
+  }
+  if (revents & POLLIN) st->ready = 1;
+  if (revents & POLLERR) {
+    int err = weftSocketConnectResult(st->fd);
+    tcpFailIo(tc, err != 0 ? err : ECONNRESET, i);
+  } else if ((revents & POLLHUP) && !(revents & POLLIN)) {
+    tcpFailIo(tc, WEFT_SOCK_CLOSED, i);
+  }
+}
