@@ -9,7 +9,8 @@
 #include "harness.h"
 #include "reduce.h"
 
-static const char *const algos[] = {"ring", "direct", ""};
+static const char *const algos[] = {"ring", "direct", "tree", ""};
+#define NALGOS 4
 
 struct matrix {
   const size_t *counts;
@@ -59,7 +60,7 @@ static long matrixBody(weftComm_t comm, int rank, int nranks, void *arg) {
 }
 
 static void runMatrix(int procs, int threads, const struct matrix *m) {
-  for (int a = 0; a < 3; a++) {
+  for (int a = 0; a < NALGOS; a++) {
     setenv("WEFT_ALGO", algos[a], 1);
     if (algos[a][0] == '\0') unsetenv("WEFT_ALGO");
     long failures = runRanks(procs, threads, matrixBody, (void *)m, 600);
@@ -122,7 +123,7 @@ static long backToBackBody(weftComm_t comm, int rank, int nranks, void *arg) {
 }
 
 Test(back_to_back, small_10000, .timeout = 600) {
-  for (int a = 0; a < 3; a++) {
+  for (int a = 0; a < NALGOS; a++) {
     setenv("WEFT_ALGO", algos[a], 1);
     if (algos[a][0] == '\0') unsetenv("WEFT_ALGO");
     cr_assert_eq(runRanks(4, 1, backToBackBody, NULL, 300), 0, "processes, WEFT_ALGO=%s", algos[a]);
