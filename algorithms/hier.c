@@ -102,6 +102,7 @@ static weftResult_t hierAllReduce(void *state, struct weftComm *comm, const stru
   struct weftPrims p;
   struct weftConn *send = &s->local.send, *recv = &s->local.recv;
   weftPrimsInitMulti(&p, comm, &send, 1, &recv, 1, a->type, a->op, 1);
+  weftPrimsSetPiece(&p, s->local.pieceBytes);
   size_t maxChunk = weftRingMaxChunk(&p), ts = weftTypeSize(a->type);
   char *out = a->recvbuff;
   for (size_t off = 0; off < a->count; off += (size_t)s->m * maxChunk) {

@@ -94,6 +94,7 @@ weftResult_t weftRingAllReduceOn(struct weftComm *comm, struct weftRing *ring, c
   struct weftPrims p;
   struct weftConn *s = &ring->send, *r = &ring->recv;
   weftPrimsInitMulti(&p, comm, &s, 1, &r, 1, type, op, divisor);
+  weftPrimsSetPiece(&p, ring->pieceBytes);
   size_t maxChunk = weftRingMaxChunk(&p);
   for (size_t off = 0; off < count; off += (size_t)ring->n * maxChunk) {
     struct ringLoop l = loopAt(count, off, maxChunk, ring->n);

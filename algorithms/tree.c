@@ -36,6 +36,7 @@ struct treeState {
   struct treeSide tree[2];
   int depth;
   double latencyUs, bandwidthGBs; /* slowest link of either tree, the same on every rank */
+  size_t pieceBytes;               /* smallest slot of any tree link, ditto */
 };
 
 static int lowBit(int q) { return q & -q; }
@@ -83,29 +84,24 @@ static int addSideLinks(struct treeSide *s, int tag, struct weftLinkReq *reqs) {
   return k;
 }
 
-static void worstOf(const struct treeSide *s, struct weftLinkCaps *worst) {
-  const struct weftConn *conns[1 + TREE_MAX_CHILDREN] = {s->parent >= 0 ? &s->upSend : NULL};
-  for (int i = 0; i < s->nchildren; i++) conns[1 + i] = &s->downSend[i];
-  for (int i = 0; i <= s->nchildren; i++) {
-    if (conns[i] == NULL) continue;
-    if (conns[i]->caps.latencyUs > worst->latencyUs) worst->latencyUs = conns[i]->caps.latencyUs;
-    if (worst->bandwidthGBs == 0 || conns[i]->caps.bandwidthGBs < worst->bandwidthGBs)
-      worst->bandwidthGBs = conns[i]->caps.bandwidthGBs;
+static void summarize(const struct treeSide *t, struct weftLinkSummary *sum) {
+  weftLinkSummaryAdd(sum, &t->upSend);
+  weftLinkSummaryAdd(sum, &t->downRecv);
+  for (int i = 0; i < t->nchildren; i++) {
+    weftLinkSummaryAdd(sum, &t->upRecv[i]);
+    weftLinkSummaryAdd(sum, &t->downSend[i]);
   }
 }
 
 static weftResult_t agreeOnCaps(struct weftComm *comm, struct treeState *s) {
-  struct weftLinkCaps *caps = calloc((size_t)comm->nranks, sizeof *caps);
-  if (caps == NULL) return weftSetError(weftSystemError, "out of memory");
-  worstOf(&s->tree[0], &caps[comm->rank]);
-  worstOf(&s->tree[1], &caps[comm->rank]);
-  weftResult_t rc = weftBootstrapAllGather(comm->boot, caps, sizeof *caps, weftDeadline(comm));
-  for (int r = 0; r < comm->nranks; r++) {
-    if (caps[r].latencyUs > s->latencyUs) s->latencyUs = caps[r].latencyUs;
-    if (s->bandwidthGBs == 0 || caps[r].bandwidthGBs < s->bandwidthGBs) s->bandwidthGBs = caps[r].bandwidthGBs;
-  }
-  free(caps);
-  return rc;
+  struct weftLinkSummary sum = {0, 0, 0};
+  summarize(&s->tree[0], &sum);
+  summarize(&s->tree[1], &sum);
+  WEFTCHECK(weftLinkSummaryAgree(comm, &sum, NULL, 0));
+  s->latencyUs = sum.latencyUs;
+  s->bandwidthGBs = sum.bandwidthGBs;
+  s->pieceBytes = sum.slotBytes;
+  return weftSuccess;
 }
 
 static weftResult_t treeFinalize(void *state);
@@ -134,26 +130,29 @@ static weftResult_t treeInit(struct weftComm *comm, void **state, char *why, siz
 }
 
 /* Up pass of one chunk: leaves send, interior nodes reduce and send, the root reduces into dst. */
-static weftResult_t upChunk(struct weftComm *comm, struct treeSide *t, const char *src, char *dst,
-                            size_t n, weftDataType_t type, weftRedOp_t op) {
+static weftResult_t upChunk(struct weftComm *comm, const struct treeState *s, struct treeSide *t,
+                            const char *src, char *dst, size_t n, weftDataType_t type,
+                            weftRedOp_t op) {
   struct weftConn *recvs[TREE_MAX_CHILDREN];
   for (int i = 0; i < t->nchildren; i++) recvs[i] = &t->upRecv[i];
   struct weftConn *send = &t->upSend;
   struct weftPrims p;
   weftPrimsInitMulti(&p, comm, &send, t->parent >= 0, recvs, t->nchildren, type, op, comm->nranks);
+  weftPrimsSetPiece(&p, s->pieceBytes);
   if (t->nchildren == 0) return weftPrimsSend(&p, src, n);
   if (t->parent >= 0) return weftPrimsRecvReduceSend(&p, src, n);
   return weftPrimsRecvReduceCopy(&p, src, dst, n);
 }
 
 /* Down pass of one chunk: the root sends dst, interior nodes copy and forward, leaves copy. */
-static weftResult_t downChunk(struct weftComm *comm, struct treeSide *t, char *dst, size_t n,
-                              weftDataType_t type, weftRedOp_t op) {
+static weftResult_t downChunk(struct weftComm *comm, const struct treeState *s, struct treeSide *t,
+                              char *dst, size_t n, weftDataType_t type, weftRedOp_t op) {
   struct weftConn *sends[TREE_MAX_CHILDREN];
   for (int i = 0; i < t->nchildren; i++) sends[i] = &t->downSend[i];
   struct weftConn *recv = &t->downRecv;
   struct weftPrims p;
   weftPrimsInitMulti(&p, comm, sends, t->nchildren, &recv, t->parent >= 0, type, op, comm->nranks);
+  weftPrimsSetPiece(&p, s->pieceBytes);
   if (t->parent < 0) return weftPrimsSend(&p, dst, n);
   if (t->nchildren > 0) return weftPrimsRecvCopySend(&p, dst, n);
   return weftPrimsRecv(&p, dst, n);
@@ -174,13 +173,13 @@ static weftResult_t treeAllReduce(void *state, struct weftComm *comm, const stru
     for (int t = 0; t < 2; t++) {
       if (off >= half[t]) continue;
       size_t n = half[t] - off < chunk ? half[t] - off : chunk, at = (base[t] + off) * ts;
-      WEFTCHECK(upChunk(comm, &s->tree[t], send + at, recv + at, n, a->type, a->op));
+      WEFTCHECK(upChunk(comm, s, &s->tree[t], send + at, recv + at, n, a->type, a->op));
     }
   for (size_t off = 0; off < half[1]; off += chunk)
     for (int t = 0; t < 2; t++) {
       if (off >= half[t]) continue;
       size_t n = half[t] - off < chunk ? half[t] - off : chunk, at = (base[t] + off) * ts;
-      WEFTCHECK(downChunk(comm, &s->tree[t], recv + at, n, a->type, a->op));
+      WEFTCHECK(downChunk(comm, s, &s->tree[t], recv + at, n, a->type, a->op));
     }
   return weftSuccess;
 }

@@ -143,22 +143,46 @@ void weftConnClose(struct weftConn *c) {
   memset(c, 0, sizeof *c);
 }
 
-/* The ring is as slow as its slowest link: every member learns it, so every member's tuner
- * computes the same cost. */
-static weftResult_t ringAgreeOnCaps(struct weftComm *comm, struct weftRing *ring) {
-  struct weftLinkCaps *caps = calloc((size_t)comm->nranks, sizeof *caps);
-  if (caps == NULL) return weftSetError(weftSystemError, "out of memory");
-  caps[comm->rank] = ring->send.caps;
-  weftResult_t rc = weftBootstrapAllGather(comm->boot, caps, sizeof *caps, weftDeadline(comm));
-  ring->latencyUs = 0;
-  ring->bandwidthGBs = 0;
-  for (int i = 0; rc == weftSuccess && i < ring->n && ring->n > 1; i++) {
-    const struct weftLinkCaps *c = &caps[ring->order[i]];
-    if (c->latencyUs > ring->latencyUs) ring->latencyUs = c->latencyUs;
-    if (ring->bandwidthGBs == 0 || c->bandwidthGBs < ring->bandwidthGBs) ring->bandwidthGBs = c->bandwidthGBs;
+void weftLinkSummaryAdd(struct weftLinkSummary *s, const struct weftConn *c) {
+  if (c->ops == NULL) return;
+  if (c->caps.latencyUs > s->latencyUs) s->latencyUs = c->caps.latencyUs;
+  if (s->bandwidthGBs == 0 || c->caps.bandwidthGBs < s->bandwidthGBs) s->bandwidthGBs = c->caps.bandwidthGBs;
+  if (s->slotBytes == 0 || c->slotBytes < s->slotBytes) s->slotBytes = c->slotBytes;
+}
+
+/* A schedule is as slow as its slowest link, and both ends of a link must cut data into the
+ * same pieces: every member learns the worst, so every member computes the same cost and
+ * piece size. */
+weftResult_t weftLinkSummaryAgree(struct weftComm *comm, struct weftLinkSummary *mine,
+                                  const int *members, int nmembers) {
+  struct weftLinkSummary *all = calloc((size_t)comm->nranks, sizeof *all);
+  if (all == NULL) return weftSetError(weftSystemError, "out of memory");
+  all[comm->rank] = *mine;
+  weftResult_t rc = weftBootstrapAllGather(comm->boot, all, sizeof *all, weftDeadline(comm));
+  struct weftLinkSummary worst = {0, 0, 0};
+  int n = members != NULL ? nmembers : comm->nranks;
+  for (int i = 0; rc == weftSuccess && i < n; i++) {
+    const struct weftLinkSummary *s = &all[members != NULL ? members[i] : i];
+    if (s->latencyUs > worst.latencyUs) worst.latencyUs = s->latencyUs;
+    if (s->bandwidthGBs > 0 && (worst.bandwidthGBs == 0 || s->bandwidthGBs < worst.bandwidthGBs))
+      worst.bandwidthGBs = s->bandwidthGBs;
+    if (s->slotBytes > 0 && (worst.slotBytes == 0 || s->slotBytes < worst.slotBytes))
+      worst.slotBytes = s->slotBytes;
   }
-  free(caps);
+  *mine = worst;
+  free(all);
   return rc;
+}
+
+static weftResult_t ringAgreeOnCaps(struct weftComm *comm, struct weftRing *ring) {
+  struct weftLinkSummary s = {0, 0, 0};
+  weftLinkSummaryAdd(&s, &ring->send);
+  weftLinkSummaryAdd(&s, &ring->recv);
+  WEFTCHECK(weftLinkSummaryAgree(comm, &s, ring->order, ring->n));
+  ring->latencyUs = s.latencyUs;
+  ring->bandwidthGBs = s.bandwidthGBs;
+  ring->pieceBytes = s.slotBytes;
+  return weftSuccess;
 }
 
 weftResult_t weftRingSetup(struct weftComm *comm, struct weftRing *ring, const int *order, int n,

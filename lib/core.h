@@ -21,7 +21,18 @@ struct weftRing {
   int *order;     /* ranks in ring order */
   struct weftConn send, recv;
   double latencyUs, bandwidthGBs; /* of its slowest link, the same on every member */
+  size_t pieceBytes; /* the smallest slot of any member: both ends of a link cut alike */
 };
+
+/* What a rank tells the others about the links of one schedule (ring, trees). */
+struct weftLinkSummary {
+  double latencyUs, bandwidthGBs; /* worst of this rank's links */
+  uint64_t slotBytes;             /* smallest slot of this rank's links */
+};
+void weftLinkSummaryAdd(struct weftLinkSummary *s, const struct weftConn *c);
+/* Collective: the worst of every rank's summary (only ranks in members[] when not NULL). */
+weftResult_t weftLinkSummaryAgree(struct weftComm *comm, struct weftLinkSummary *mine,
+                                  const int *members, int nmembers);
 
 /* One link a rank asks for; tag tells apart several links between the same two ranks. */
 #define WEFT_MAX_LINKS 16

@@ -56,6 +56,11 @@ void weftPrimsInitMulti(struct weftPrims *p, struct weftComm *comm, struct weftC
                         int nsend, struct weftConn *const *recvs, int nrecv, weftDataType_t type,
                         weftRedOp_t op, int divisor);
 
+/* Cuts steps into pieces of at most pieceBytes (both ends of every link must use the same). */
+static inline void weftPrimsSetPiece(struct weftPrims *p, size_t pieceBytes) {
+  if (pieceBytes >= p->typeSize) p->pieceCount = pieceBytes / p->typeSize;
+}
+
 /* Each step moves count elements, split into slot-sized pieces both sides agree on. */
 weftResult_t weftPrimsSend(struct weftPrims *p, const void *src, size_t count);
 weftResult_t weftPrimsRecv(struct weftPrims *p, void *dst, size_t count);
