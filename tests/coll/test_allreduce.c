@@ -131,3 +131,28 @@ Test(back_to_back, small_10000, .timeout = 600) {
   }
   unsetenv("WEFT_ALGO");
 }
+
+/* Several "hosts" on this machine (WEFT_HOSTID differs per process): ring, tree and
+ * hierarchical over shared memory inside a host and TCP between hosts, and the tuner. */
+static const char *const hostAlgos[] = {"ring", "tree", "hier", ""};
+static const size_t hostCounts[] = {0, 1, 2, 31, 4099, 300007};
+static const weftDataType_t hostTypes[] = {weftInt8, weftUint32, weftInt64, weftFloat16,
+                                           weftFloat32, weftFloat64, weftBfloat16};
+static const struct matrix hostMatrix = {hostCounts, 6, hostTypes, 7, allOps, 5};
+
+static void runOnHosts(int hosts, int perHost) {
+  for (int a = 0; a < 4; a++) {
+    if (perHost == 1 && strcmp(hostAlgos[a], "hier") == 0) continue; /* needs 2+ per host */
+    setenv("WEFT_ALGO", hostAlgos[a], 1);
+    if (hostAlgos[a][0] == '\0') unsetenv("WEFT_ALGO");
+    long failures = runRanksOnHosts(hosts, perHost, matrixBody, (void *)&hostMatrix, 600);
+    cr_assert_eq(failures, 0, "%ld failures on %d hosts x %d ranks, WEFT_ALGO=%s", failures, hosts,
+                 perHost, hostAlgos[a]);
+  }
+  unsetenv("WEFT_ALGO");
+  cr_assert_eq(countWeftShmSegments(), 0, "weft segments left in /dev/shm");
+}
+
+Test(emulated_hosts, hosts_2x1, .timeout = 900) { runOnHosts(2, 1); }
+Test(emulated_hosts, hosts_2x2, .timeout = 900) { runOnHosts(2, 2); }
+Test(emulated_hosts, hosts_3x2, .timeout = 900) { runOnHosts(3, 2); }

@@ -84,16 +84,22 @@ static long waitChildren(pid_t *pids, int procs, int timeoutSec) {
   return failures;
 }
 
-long runRanks(int procs, int threads, rankBody body, void *arg, int timeoutSec) {
+static long forkRanks(int procs, int threads, int procsPerHost, rankBody body, void *arg,
+                      int timeoutSec) {
   weftUniqueId id;
   if (weftGetUniqueId(&id) != weftSuccess) return -1;
   int nranks = procs * threads;
-  if (procs == 1) return runThreads(id, 0, threads, nranks, body, arg);
+  if (procs == 1 && procsPerHost == 0) return runThreads(id, 0, threads, nranks, body, arg);
   pid_t *pids = calloc((size_t)procs, sizeof *pids);
   fflush(NULL);
   for (int p = 0; p < procs; p++) {
     pids[p] = fork();
     if (pids[p] == 0) {
+      if (procsPerHost > 0) {
+        char host[64];
+        snprintf(host, sizeof host, "weft-test-host-%d", p / procsPerHost);
+        setenv("WEFT_HOSTID", host, 1);
+      }
       long f = runThreads(id, p * threads, threads, nranks, body, arg);
       _exit(f > 100 ? 100 : (int)f);
     }
@@ -101,6 +107,14 @@ long runRanks(int procs, int threads, rankBody body, void *arg, int timeoutSec) 
   long failures = waitChildren(pids, procs, timeoutSec);
   free(pids);
   return failures;
+}
+
+long runRanks(int procs, int threads, rankBody body, void *arg, int timeoutSec) {
+  return forkRanks(procs, threads, 0, body, arg, timeoutSec);
+}
+
+long runRanksOnHosts(int hosts, int procsPerHost, rankBody body, void *arg, int timeoutSec) {
+  return forkRanks(hosts * procsPerHost, 1, procsPerHost, body, arg, timeoutSec);
 }
 
 /* ---- data pattern ---- */

@@ -14,6 +14,10 @@ typedef long (*rankBody)(weftComm_t comm, int rank, int nranks, void *arg);
  * count as one per rank), or -1 if a process crashed or the run exceeded timeoutSec. */
 long runRanks(int procs, int threads, rankBody body, void *arg, int timeoutSec);
 
+/* As runRanks, but process p believes it is on host p / procsPerHost (WEFT_HOSTID), so ranks
+ * of different "hosts" talk over the network transports although they share this machine. */
+long runRanksOnHosts(int hosts, int procsPerHost, rankBody body, void *arg, int timeoutSec);
+
 /* Fills count elements of buf with rank's deterministic input for op. */
 void fillInput(void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int rank);
 /* Number of elements of buf that differ from the AllReduce result of every rank's fillInput.
