@@ -14,7 +14,7 @@
 #include "check.h"
 #include "tcp.h"
 
-/* ---- Failures: recorded by the thread, reported by the calling thread's next op ---- */
+/* ---- Failures: recorded here, reported by the calling thread's next op ---- */
 
 static uint64_t tcpMinPos(const struct tcpConn *tc) {
   uint64_t low = UINT64_MAX;
@@ -64,8 +64,8 @@ static void tcpFailIo(struct tcpConn *tc, int rc, uint32_t stream) {
 
 /* ---- Sending: posted slots onto the streams ---- */
 
-/* Sends the rest of [header (hdr bytes)][data (len bytes)]: 1 when done, 0 when the socket is
- * full, or a WEFT_SOCK_CLOSED / errno (as a negative number's opposite, see tcpFailIo). */
+/* Sends the rest of [header (hdr bytes)][data (len bytes)]: 1 when all is sent, 0 when the
+ * socket is full, -1 with *err = WEFT_SOCK_CLOSED or an errno. */
 static int tcpSendPart(struct tcpStream *st, const char *data, size_t len, size_t hdr, int *err) {
   while (st->done < hdr + len) {
     struct iovec iov[2];
