@@ -158,6 +158,10 @@ struct tcpState {
   size_t fdsCap;
 };
 
+/* The functions below are shared by the files of this folder only: kept out of the shared
+ * library's exported symbols. */
+#pragma GCC visibility push(hidden)
+
 /* ---- tcp_wire.c: bytes on the wire, MACs, blobs, socket options ---- */
 void weftTcpPutBe32(uint8_t *p, uint32_t v);
 uint32_t weftTcpGetBe32(const uint8_t *p);
@@ -233,5 +237,7 @@ int64_t weftTcpPendingEarliest(const struct tcpState *s, int64_t deadlineMs);
 /* ---- tcp.c ---- */
 /* Closes a connection's sockets and frees it (never registered, or unlinked). */
 void weftTcpFreeConn(struct tcpConn *tc);
+
+#pragma GCC visibility pop
 
 #endif
