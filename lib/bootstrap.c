@@ -803,19 +803,23 @@ static void rootFree(struct root *r) {
   free(r);
 }
 
+static int rootDelivered(const struct root *r) {
+  if (!r->distributing || rootOpenClients(r) != 0) return 0;
+  INFO(WEFT_BOOT, "bootstrap root at %s: table delivered to all %d ranks", r->name, r->nranks);
+  return 1;
+}
+
 static void rootServe(struct root *r) {
   for (;;) {
     int64_t now = weftNowMs();
+    if (rootDelivered(r)) return;
     if (now >= r->deadlineMs) {
       rootGiveUp(r);
       return;
     }
-    if (r->distributing && rootOpenClients(r) == 0) {
-      INFO(WEFT_BOOT, "bootstrap root at %s: table delivered to all %d ranks", r->name, r->nranks);
-      return;
-    }
     pendingExpire(&r->pending, now);
     rootQueueReplies(r, now);
+    if (rootDelivered(r)) return; /* the last table may have gone out just now */
     if (rootPoll(r) != 0) {
       WARN("bootstrap root at %s: poll failed: %s; giving up", r->name, strerror(errno));
       return;

@@ -4,10 +4,15 @@
  * so the name exists only while the two sides meet. head (slots posted) is written only by
  * the sender and tail (slots freed) only by the receiver; each side caches the other's
  * counter and reads it again only when the cached value says "full" or "empty". */
+#include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "bootstrap.h"
 #include "check.h"
 #include "core.h"
 #include "param.h"
@@ -20,7 +25,15 @@ struct shmFifo {
   _Alignas(64) _Atomic uint64_t head;
   _Alignas(64) _Atomic uint64_t tail;
   _Alignas(64) uint64_t sizes[SHM_MAX_SLOTS]; /* bytes of each posted slot, set before head */
+  _Atomic int32_t pid[2];    /* [dir]: the process of each side, to notice it died */
+  _Atomic int32_t closed[2]; /* [dir]: that side closed the connection */
 };
+
+/* A side that finds the FIFO empty (or full) this many times in a row looks whether its peer
+ * still exists, at most every SHM_LIVENESS_MS: cheap on the hot path, and a dead peer is an
+ * error within a fraction of a second instead of a wait until the timeout. */
+#define SHM_LIVENESS_POLLS 256
+#define SHM_LIVENESS_MS 50
 
 struct shmBlob {
   char name[WEFT_SHM_NAME_BYTES];
@@ -42,6 +55,8 @@ struct shmConn {
   uint64_t theirs; /* cached copy of the other side's counter */
   char name[WEFT_SHM_NAME_BYTES];
   int named; /* this side created the name and has not unlinked it yet */
+  uint32_t idlePolls;
+  int64_t lastLivenessMs;
 };
 
 static size_t fifoBytes(uint32_t nslots, size_t slotBytes) {
@@ -102,6 +117,7 @@ static weftResult_t shmSetup(void *state, int peer, int dir, struct weftConn *c,
   sc->named = 1;
   sc->fifo = p;
   sc->data = fifoData(p);
+  atomic_store(&sc->fifo->pid[WEFT_DIR_RECV], (int32_t)getpid());
   struct shmBlob b = {.slotBytes = s->slotBytes, .nslots = s->nslots};
   memcpy(b.name, sc->name, sizeof b.name);
   memcpy(blob, &b, sizeof b);
@@ -127,6 +143,7 @@ static weftResult_t shmConnect(struct weftConn *c, const void *peerBlob, int *do
   weftShmUnlink(b.name); /* both sides have it mapped now */
   sc->fifo = p;
   sc->data = fifoData(p);
+  atomic_store(&sc->fifo->pid[WEFT_DIR_SEND], (int32_t)getpid());
   return weftSuccess;
 }
 
@@ -137,15 +154,50 @@ static weftResult_t shmConnected(struct weftConn *c) {
   return weftSuccess;
 }
 
+/* 1 if the process is gone (or a zombie nobody reaped yet). */
+static int processGone(int pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64], stat[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "re");
+  if (f == NULL) return 0;
+  size_t n = fread(stat, 1, sizeof stat - 1, f);
+  fclose(f);
+  stat[n] = '\0';
+  const char *end = strrchr(stat, ')');
+  return end != NULL && end[1] == ' ' && end[2] == 'Z';
+}
+
+/* Called when the FIFO is empty (receiver) or full (sender): an error if the peer closed its
+ * side or its process died. */
+static weftResult_t shmCheckPeer(struct weftConn *c) {
+  struct shmConn *sc = c->priv;
+  int other = c->dir == WEFT_DIR_SEND ? WEFT_DIR_RECV : WEFT_DIR_SEND;
+  if (atomic_load_explicit(&sc->fifo->closed[other], memory_order_acquire))
+    return weftSetError(weftRemoteError, "shm: rank %d closed its %s side of the connection",
+                        c->peer, other == WEFT_DIR_SEND ? "sending" : "receiving");
+  if (++sc->idlePolls % SHM_LIVENESS_POLLS != 0) return weftSuccess;
+  int64_t now = weftNowMs();
+  if (now - sc->lastLivenessMs < SHM_LIVENESS_MS) return weftSuccess;
+  sc->lastLivenessMs = now;
+  int pid = atomic_load_explicit(&sc->fifo->pid[other], memory_order_relaxed);
+  if (pid > 0 && pid != getpid() && processGone(pid))
+    return weftSetError(weftRemoteError, "shm: rank %d (pid %d) exited", c->peer, pid);
+  return weftSuccess;
+}
+
 static weftResult_t shmSendSlot(struct weftConn *c, void **slot) {
   struct shmConn *sc = c->priv;
   if (sc->mine - sc->theirs >= sc->nslots) {
     sc->theirs = atomic_load_explicit(&sc->fifo->tail, memory_order_acquire);
     if (sc->mine - sc->theirs >= sc->nslots) {
       *slot = NULL;
-      return weftSuccess;
+      return shmCheckPeer(c);
     }
   }
+  if (atomic_load_explicit(&sc->fifo->closed[WEFT_DIR_RECV], memory_order_relaxed))
+    return shmCheckPeer(c); /* data sent now would never be read */
+  sc->idlePolls = 0;
   *slot = sc->data + (sc->mine % sc->nslots) * c->slotBytes;
   return weftSuccess;
 }
@@ -163,9 +215,10 @@ static weftResult_t shmRecvSlot(struct weftConn *c, const void **slot, size_t *b
     sc->theirs = atomic_load_explicit(&sc->fifo->head, memory_order_acquire);
     if (sc->mine == sc->theirs) {
       *slot = NULL;
-      return weftSuccess;
+      return shmCheckPeer(c);
     }
   }
+  sc->idlePolls = 0;
   uint32_t i = (uint32_t)(sc->mine % sc->nslots);
   *slot = sc->data + (size_t)i * c->slotBytes;
   *bytes = sc->fifo->sizes[i];
@@ -182,6 +235,7 @@ static weftResult_t shmClose(struct weftConn *c) {
   struct shmConn *sc = c->priv;
   if (sc == NULL) return weftSuccess;
   if (sc->named) weftShmUnlink(sc->name);
+  if (sc->fifo != NULL) atomic_store_explicit(&sc->fifo->closed[c->dir], 1, memory_order_release);
   weftShmUnmap(sc->fifo, sc->mapBytes);
   free(sc);
   c->priv = NULL;
