@@ -12,58 +12,11 @@
 static const char *const algos[] = {"ring", "direct", "tree", ""};
 #define NALGOS 4
 
-struct matrix {
-  const size_t *counts;
-  int nCounts;
-  const weftDataType_t *types;
-  int nTypes;
-  const weftRedOp_t *ops;
-  int nOps;
-};
-
-static long checkOne(weftComm_t comm, int rank, int nranks, size_t count, weftDataType_t t,
-                     weftRedOp_t op, int inPlace, void *send, void *recv) {
-  fillInput(send, count, t, op, rank);
-  if (!inPlace) memset(recv, 0xA5, count * weftTypeSize(t));
-  void *out = inPlace ? send : recv;
-  weftResult_t rc = weftAllReduce(send, out, count, t, op, comm, NULL);
-  if (rc != weftSuccess) {
-    fprintf(stderr, "rank %d: AllReduce %zu %s %s failed: %s\n", rank, count, weftTypeName(t),
-            weftOpName(op), weftGetLastError(comm));
-    return 1;
-  }
-  size_t wrong = countWrong(out, count, t, op, nranks);
-  if (wrong)
-    fprintf(stderr, "rank %d/%d algo=%s: %zu of %zu wrong: %s %s %s\n", rank, nranks,
-            getenv("WEFT_ALGO"), wrong, count, weftTypeName(t), weftOpName(op),
-            inPlace ? "in-place" : "out-of-place");
-  return wrong != 0;
-}
-
-static long matrixBody(weftComm_t comm, int rank, int nranks, void *arg) {
-  const struct matrix *m = arg;
-  size_t maxCount = 0;
-  for (int c = 0; c < m->nCounts; c++) maxCount = m->counts[c] > maxCount ? m->counts[c] : maxCount;
-  char *send = malloc(maxCount * 8 + 64), *recv = malloc(maxCount * 8 + 64);
-  long failures = 0;
-  for (int c = 0; c < m->nCounts; c++)
-    for (int t = 0; t < m->nTypes; t++)
-      for (int o = 0; o < m->nOps; o++) {
-        if (m->ops[o] == weftAvg && !weftTypeIsFloat(m->types[t])) continue;
-        for (int inPlace = 0; inPlace < 2; inPlace++)
-          failures += checkOne(comm, rank, nranks, m->counts[c], m->types[t], m->ops[o], inPlace,
-                               send + 8 * (c & 1), recv);
-      }
-  free(send);
-  free(recv);
-  return failures;
-}
-
-static void runMatrix(int procs, int threads, const struct matrix *m) {
+static void runMatrix(int procs, int threads, const struct collMatrix *m) {
   for (int a = 0; a < NALGOS; a++) {
     setenv("WEFT_ALGO", algos[a], 1);
     if (algos[a][0] == '\0') unsetenv("WEFT_ALGO");
-    long failures = runRanks(procs, threads, matrixBody, (void *)m, 600);
+    long failures = runRanks(procs, threads, collMatrixBody, (void *)m, 600);
     cr_assert_eq(failures, 0, "%ld failures with %d x %d ranks, WEFT_ALGO=%s", failures, procs,
                  threads, algos[a]);
   }
@@ -77,7 +30,7 @@ static const weftDataType_t allTypes[] = {weftInt8,  weftUint8,   weftInt32,   w
 static const weftRedOp_t allOps[] = {weftSum, weftProd, weftMax, weftMin, weftAvg};
 static const size_t smallCounts[] = {0, 1, 2, 3, 7, 31, 1021, 4099, 65537};
 
-static const struct matrix everyTypeAndOp = {smallCounts, 9, allTypes, 10, allOps, 5};
+static const struct collMatrix everyTypeAndOp = {smallCounts, 9, allTypes, 10, allOps, 5};
 
 #define EVERY_TYPE_TEST(name, procs, threads) \
   Test(every_type_op, name, .timeout = 600) { runMatrix(procs, threads, &everyTypeAndOp); }
@@ -97,11 +50,11 @@ EVERY_TYPE_TEST(mixed_2x2, 2, 2)
 static const size_t largeCounts[] = {262147, (1u << 20) + 3, 16u << 20};
 static const weftDataType_t largeTypes[] = {weftFloat32, weftInt8, weftBfloat16};
 static const weftRedOp_t largeOps[] = {weftSum};
-static const struct matrix large = {largeCounts, 3, largeTypes, 3, largeOps, 1};
+static const struct collMatrix large = {largeCounts, 3, largeTypes, 3, largeOps, 1};
 static const weftRedOp_t avgOps[] = {weftAvg, weftMax};
 static const weftDataType_t doubleType[] = {weftFloat64};
 static const size_t midCounts[] = {(1u << 20) + 7};
-static const struct matrix mid = {midCounts, 1, doubleType, 1, avgOps, 2};
+static const struct collMatrix mid = {midCounts, 1, doubleType, 1, avgOps, 2};
 
 Test(large, procs_2, .timeout = 900) { runMatrix(2, 1, &large); runMatrix(2, 1, &mid); }
 Test(large, procs_3, .timeout = 900) { runMatrix(3, 1, &large); }
@@ -138,14 +91,14 @@ static const char *const hostAlgos[] = {"ring", "tree", "hier", ""};
 static const size_t hostCounts[] = {0, 1, 2, 31, 4099, 300007};
 static const weftDataType_t hostTypes[] = {weftInt8, weftUint32, weftInt64, weftFloat16,
                                            weftFloat32, weftFloat64, weftBfloat16};
-static const struct matrix hostMatrix = {hostCounts, 6, hostTypes, 7, allOps, 5};
+static const struct collMatrix hostMatrix = {hostCounts, 6, hostTypes, 7, allOps, 5};
 
 static void runOnHosts(int hosts, int perHost) {
   for (int a = 0; a < 4; a++) {
     if (perHost == 1 && strcmp(hostAlgos[a], "hier") == 0) continue; /* needs 2+ per host */
     setenv("WEFT_ALGO", hostAlgos[a], 1);
     if (hostAlgos[a][0] == '\0') unsetenv("WEFT_ALGO");
-    long failures = runRanksOnHosts(hosts, perHost, matrixBody, (void *)&hostMatrix, 600);
+    long failures = runRanksOnHosts(hosts, perHost, collMatrixBody, (void *)&hostMatrix, 600);
     cr_assert_eq(failures, 0, "%ld failures on %d hosts x %d ranks, WEFT_ALGO=%s", failures, hosts,
                  perHost, hostAlgos[a]);
   }

@@ -268,3 +268,41 @@ int countOpenFds(void) {
   closedir(d);
   return n - 1; /* the directory stream itself */
 }
+
+long checkAllReduce(weftComm_t comm, int rank, int nranks, size_t count, weftDataType_t type,
+                    weftRedOp_t op, int inPlace, void *send, void *recv) {
+  fillInput(send, count, type, op, rank);
+  if (!inPlace) memset(recv, 0xA5, count * weftTypeSize(type));
+  void *out = inPlace ? send : recv;
+  weftResult_t rc = weftAllReduce(send, out, count, type, op, comm, NULL);
+  if (rc != weftSuccess) {
+    fprintf(stderr, "rank %d: AllReduce %zu %s %s failed: %s\n", rank, count,
+            weftTypeName(type), weftOpName(op), weftGetLastError(comm));
+    return 1;
+  }
+  size_t wrong = countWrong(out, count, type, op, nranks);
+  if (wrong)
+    fprintf(stderr, "rank %d/%d WEFT_ALGO=%s: %zu of %zu wrong: %s %s %s\n", rank, nranks,
+            getenv("WEFT_ALGO"), wrong, count, weftTypeName(type), weftOpName(op),
+            inPlace ? "in-place" : "out-of-place");
+  return wrong != 0;
+}
+
+long collMatrixBody(weftComm_t comm, int rank, int nranks, void *arg) {
+  const struct collMatrix *m = arg;
+  size_t maxCount = 0;
+  for (int c = 0; c < m->nCounts; c++) maxCount = m->counts[c] > maxCount ? m->counts[c] : maxCount;
+  char *send = malloc(maxCount * 8 + 64), *recv = malloc(maxCount * 8 + 64);
+  long failures = 0;
+  for (int c = 0; c < m->nCounts; c++)
+    for (int t = 0; t < m->nTypes; t++)
+      for (int o = 0; o < m->nOps; o++) {
+        if (m->ops[o] == weftAvg && !weftTypeIsFloat(m->types[t])) continue;
+        for (int inPlace = 0; inPlace < 2; inPlace++) /* odd cases start 8 bytes in: unaligned */
+          failures += checkAllReduce(comm, rank, nranks, m->counts[c], m->types[t], m->ops[o],
+                                     inPlace, send + 8 * (c & 1), recv);
+      }
+  free(send);
+  free(recv);
+  return failures;
+}

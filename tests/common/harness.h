@@ -24,6 +24,23 @@ void fillInput(void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int
  * Integers must match bit for bit; floats within n * eps(type) * sum|x| (see checkElem). */
 size_t countWrong(const void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int nranks);
 
+/* A matrix of AllReduce cases: every count x type x op (avg on floats only) x in-place and
+ * out-of-place, each checked with countWrong. */
+struct collMatrix {
+  const size_t *counts;
+  int nCounts;
+  const weftDataType_t *types;
+  int nTypes;
+  const weftRedOp_t *ops;
+  int nOps;
+};
+
+/* One case; returns 1 (and says why on stderr) if the call failed or any element is wrong. */
+long checkAllReduce(weftComm_t comm, int rank, int nranks, size_t count, weftDataType_t type,
+                    weftRedOp_t op, int inPlace, void *send, void *recv);
+/* A rankBody running every case of the struct collMatrix in arg; returns the failures. */
+long collMatrixBody(weftComm_t comm, int rank, int nranks, void *arg);
+
 /* Shared-memory segments whose name starts with /dev/shm/weft. */
 int countWeftShmSegments(void);
 int countOpenFds(void);

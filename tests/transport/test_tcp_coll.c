@@ -11,57 +11,16 @@
 #include "harness.h"
 #include "reduce.h"
 
-struct matrix {
-  const size_t *counts;
-  int nCounts;
-  const weftDataType_t *types;
-  int nTypes;
-  const weftRedOp_t *ops;
-  int nOps;
-};
-
-static long checkOne(weftComm_t comm, int rank, int nranks, size_t count, weftDataType_t t,
-                     weftRedOp_t op, int inPlace, void *send, void *recv) {
-  fillInput(send, count, t, op, rank);
-  if (!inPlace) memset(recv, 0xA5, count * weftTypeSize(t));
-  void *out = inPlace ? send : recv;
-  weftResult_t rc = weftAllReduce(send, out, count, t, op, comm, NULL);
-  if (rc != weftSuccess) {
-    fprintf(stderr, "rank %d: AllReduce %zu %s %s failed: %s\n", rank, count, weftTypeName(t),
-            weftOpName(op), weftGetLastError(comm));
-    return 1;
-  }
-  size_t wrong = countWrong(out, count, t, op, nranks);
-  if (wrong)
-    fprintf(stderr, "rank %d/%d tcp: %zu of %zu wrong: %s %s %s\n", rank, nranks, wrong, count,
-            weftTypeName(t), weftOpName(op), inPlace ? "in-place" : "out-of-place");
-  return wrong != 0;
-}
-
+/* The matrix, after checking that the ring really runs over tcp. */
 static long matrixBody(weftComm_t comm, int rank, int nranks, void *arg) {
-  const struct matrix *m = arg;
   if (nranks > 1 && strcmp(comm->ring.send.ops->name, "tcp") != 0) {
     fprintf(stderr, "rank %d: the ring uses %s, not tcp\n", rank, comm->ring.send.ops->name);
     return 1;
   }
-  size_t maxCount = 0;
-  for (int c = 0; c < m->nCounts; c++) maxCount = m->counts[c] > maxCount ? m->counts[c] : maxCount;
-  char *send = malloc(maxCount * 8 + 64), *recv = malloc(maxCount * 8 + 64);
-  long failures = 0;
-  for (int c = 0; c < m->nCounts; c++)
-    for (int t = 0; t < m->nTypes; t++)
-      for (int o = 0; o < m->nOps; o++) {
-        if (m->ops[o] == weftAvg && !weftTypeIsFloat(m->types[t])) continue;
-        for (int inPlace = 0; inPlace < 2; inPlace++)
-          failures += checkOne(comm, rank, nranks, m->counts[c], m->types[t], m->ops[o], inPlace,
-                               send + 8 * (c & 1), recv);
-      }
-  free(send);
-  free(recv);
-  return failures;
+  return collMatrixBody(comm, rank, nranks, arg);
 }
 
-static void runMatrix(int procs, int threads, const struct matrix *m) {
+static void runMatrix(int procs, int threads, const struct collMatrix *m) {
   setenv("WEFT_TRANSPORTS", "tcp", 1);
   setenv("WEFT_ALGO", "ring", 1);
   int fds = procs == 1 ? countOpenFds() : 0;
@@ -78,17 +37,17 @@ static const size_t smallCounts[] = {0, 1, 2, 7, 31, 1021, 65537, 131101, 786433
 static const weftDataType_t smallTypes[] = {weftInt8,    weftUint32,  weftInt64,   weftFloat16,
                                             weftFloat32, weftFloat64, weftBfloat16};
 static const weftRedOp_t smallOps[] = {weftSum, weftProd, weftMax, weftMin, weftAvg};
-static const struct matrix small = {smallCounts, 9, smallTypes, 7, smallOps, 5};
+static const struct collMatrix small = {smallCounts, 9, smallTypes, 7, smallOps, 5};
 
 /* ~10 MiB, an odd prime count of elements, so no piece is aligned. */
 static const size_t largeCounts[] = {2621447};
 static const weftDataType_t largeTypes[] = {weftFloat32};
 static const weftRedOp_t largeOps[] = {weftSum};
-static const struct matrix large = {largeCounts, 1, largeTypes, 1, largeOps, 1};
+static const struct collMatrix large = {largeCounts, 1, largeTypes, 1, largeOps, 1};
 static const size_t largeByteCounts[] = {10485767};
 static const weftDataType_t byteTypes[] = {weftUint8};
 static const weftRedOp_t maxOp[] = {weftMax};
-static const struct matrix largeBytes = {largeByteCounts, 1, byteTypes, 1, maxOp, 1};
+static const struct collMatrix largeBytes = {largeByteCounts, 1, byteTypes, 1, maxOp, 1};
 
 #define TCP_MATRIX_TEST(name, procs, threads) \
   Test(tcp_allreduce, name, .timeout = 120) { \
