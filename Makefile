@@ -29,7 +29,7 @@ BENCH_BINS := $(BUILD)/bench/allreduce_perf $(BUILD)/bench/mpi_allreduce_perf
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all lib benches tests bench check deps install clean
+.PHONY: all lib benches tests bench check deps install clean fuzz fuzz-build check-asan check-tsan
 all: lib benches tests
 lib: $(BUILD)/libweft.so $(BUILD)/libweft.a
 benches: $(BENCH_BINS)
@@ -76,6 +76,46 @@ check: $(DEPS_STAMP)
 	$(MAKE) all
 	tests/run-all.sh $(BUILD)
 
+# ---- Sanitizers and fuzzing: each in its own build tree, never mixed with $(BUILD) ----
+
+# libFuzzer targets (tests/fuzz/*.c) for every parser of bytes from outside, with ASan + UBSan.
+# Each runs FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/<target>/); what it learns
+# goes to build-fuzz/corpus/<target>/, a crash to build-fuzz/crash-<target>-*.
+FUZZ_BUILD := build-fuzz
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 30
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
+  -pthread -Iinclude -Ilib -Itransports $(HWLOC_CFLAGS)
+FUZZ_SRCS := $(wildcard tests/fuzz/*.c)
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/%,$(FUZZ_SRCS))
+FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(LIB_SRCS))
+
+$(FUZZ_BUILD)/%.o: %.c $(wildcard include/*.h lib/*.h lib/*.def transports/*/*.h algorithms/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+$(FUZZ_BUILD)/libweft.a: $(FUZZ_LIB_OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_BUILD)/libweft.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< -o $@ $(FUZZ_BUILD)/libweft.a $(LIBS)
+
+fuzz-build: $(FUZZ_BINS)
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer (leaks detected), and the
+# multi-threaded paths under ThreadSanitizer (Criterion cannot start under TSan): see
+# tests/run-sanitizer.sh for what each runs.
+SAN_COMMON := -O1 -g -fno-omit-frame-pointer
+check-asan: $(DEPS_STAMP)
+	$(MAKE) BUILD=build-asan DEPS_STAMP=$(DEPS_STAMP) \
+	  CFLAGS="$(SAN_COMMON) -fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+	tests/run-sanitizer.sh asan build-asan
+check-tsan: $(DEPS_STAMP)
+	$(MAKE) BUILD=build-tsan DEPS_STAMP=$(DEPS_STAMP) CFLAGS="$(SAN_COMMON) -fsanitize=thread" \
+	  build-tsan/bench/allreduce_perf
+	tests/run-sanitizer.sh tsan build-tsan
+
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/libweft.so $(DESTDIR)$(PREFIX)/lib/libweft.so
@@ -84,4 +124,4 @@ install: lib
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' weft.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/weft.pc
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD) build-asan build-tsan

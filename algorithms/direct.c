@@ -17,7 +17,17 @@
  * s+2 after all have posted round s+1, which they do only after finishing round s, so a half
  * is never overwritten while read.
  * Bytes moved per rank: in place ~ 2(n-1)/n * bytes of peer reads; staged ~ 3 * bytes copies.
- * cost() = synchronisations * sync latency + bytes moved / memory bandwidth. */
+ * cost() = synchronisations * sync latency + bytes moved / memory bandwidth.
+ * Faults: a flag's value is the round (low 32 bits, compared modulo 2^32) and a 32-bit hash of
+ * the operation's signature (sequence, count, datatype, op) in the high bits; the full
+ * signature sits in a line only its writer touches on the fast path. After the first
+ * synchronisation each rank compares every hash with its own (free: the flag lines are already
+ * here), so mismatched calls fail on every rank (weftInvalidUsage, both signatures in the
+ * message) before any data is combined. A wait that lasts
+ * looks, every DIRECT_LIVENESS_MS, whether the rank it waits for still exists, and reads the
+ * segment's fail word: the first rank that finds a peer dead (or is aborted) writes it there,
+ * so every other waiter fails within milliseconds, wherever it waits. A timeout names every
+ * rank that had not arrived and the operation it was at. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +47,22 @@
 
 enum { FLAG_POSTED, FLAG_REDUCED, FLAG_DONE, FLAG_COUNT };
 
+/* The fail word (in rank 0's block): reason << 56 | (noticer + 1) << 28 | (culprit + 1). */
+enum { FAIL_DEAD = 1, FAIL_ABORTED = 2 };
+#define DIRECT_LIVENESS_MS 50
+
 struct directCtrl {
   _Alignas(64) _Atomic uint64_t flag[FLAG_COUNT][8]; /* [i][0] used; the rest pads to a line */
   _Alignas(64) uint64_t sendAddr, recvAddr;
+  _Atomic uint64_t opSeq;  /* the operation this rank is in (for timeout messages) */
+  _Atomic uint64_t fail;   /* rank 0's only: see the fail word */
+  _Atomic uint64_t sig[2][3]; /* [op parity]: seq, count, datatype << 8 | op; before posting */
 };
+
+/* Whether a flag value has reached round seq (modulo 2^32: ranks are never 2^31 apart). */
+static inline int reached(uint64_t flagValue, uint64_t seq) {
+  return (int32_t)((uint32_t)flagValue - (uint32_t)seq) >= 0;
+}
 
 struct directState {
   char *seg;
@@ -53,6 +75,9 @@ struct directState {
   int samePid;  /* every rank is a thread of this process */
   int cmaOk;    /* every rank can read every other rank's memory with process_vm_readv */
   int *pids;    /* by rank */
+  uint32_t sigHash; /* of the running operation, in the high half of every flag value */
+  _Atomic int *abortFlag; /* the communicator's */
+  int64_t lastLivenessMs;
   uint64_t seq; /* rounds done */
   struct directCtrl *ctrl;
   char *staging; /* [rank][2][chunkBytes] */
@@ -145,6 +170,7 @@ static weftResult_t directInit(struct weftComm *comm, void **state, char *why, s
   }
   s->n = comm->nranks;
   s->me = comm->rank;
+  s->abortFlag = &comm->abortFlag;
   s->chunkBytes = (size_t)chunk;
   s->segBytes = segmentBytes(s->n, s->chunkBytes);
   int64_t cmaMin = weftParamDirectCmaMinBytes();
@@ -165,8 +191,97 @@ fail:
   return rc;
 }
 
+/* Each rank maps the shared segment at its own address, so ThreadSanitizer cannot pair a
+ * release of a flag through one mapping with its acquire through another, and reports the
+ * user buffers that the flags order (read in place by threads of one process) as races.
+ * Under TSan only, the handoff is also told to it on one process-wide object. */
+#if defined(__SANITIZE_THREAD__)
+#define DIRECT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DIRECT_TSAN 1
+#endif
+#endif
+#ifdef DIRECT_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+static char directTsanSync;
+#define DIRECT_TSAN_RELEASE() __tsan_release(&directTsanSync)
+#define DIRECT_TSAN_ACQUIRE() __tsan_acquire(&directTsanSync)
+#else
+#define DIRECT_TSAN_RELEASE() ((void)0)
+#define DIRECT_TSAN_ACQUIRE() ((void)0)
+#endif
+
 static void post(struct directState *s, int flag, uint64_t seq) {
-  atomic_store_explicit(&s->ctrl[s->me].flag[flag][0], seq, memory_order_release);
+  DIRECT_TSAN_RELEASE();
+  atomic_store_explicit(&s->ctrl[s->me].flag[flag][0],
+                        (uint64_t)s->sigHash << 32 | (uint32_t)seq, memory_order_release);
+}
+
+static void publishFail(struct directState *s, int reason, int culprit) {
+  uint64_t word = (uint64_t)reason << 56 | (uint64_t)(s->me + 1) << 28 | (uint64_t)(culprit + 1);
+  uint64_t none = 0;
+  atomic_compare_exchange_strong(&s->ctrl[0].fail, &none, word);
+}
+
+static const char *hostOf(const struct weftComm *comm, int rank) {
+  return comm->peers != NULL ? comm->peers[rank].hostname : "?";
+}
+
+/* A wait that lasts: has another rank published a failure, or is the awaited rank dead? */
+static weftResult_t checkPeers(struct weftComm *comm, struct directState *s, int r) {
+  uint64_t word = atomic_load_explicit(&s->ctrl[0].fail, memory_order_acquire);
+  if (word != 0) {
+    int reason = (int)(word >> 56), noticer = (int)((word >> 28) & 0xfffffff) - 1;
+    int culprit = (int)(word & 0xfffffff) - 1;
+    if (culprit < 0 || culprit >= s->n || noticer < 0 || noticer >= s->n) culprit = noticer = 0;
+    if (reason == FAIL_ABORTED)
+      return weftSetError(weftRemoteError,
+                          "direct: rank %d (pid %d on host %s) aborted its communicator during "
+                          "operation %llu", culprit, s->pids[culprit], hostOf(comm, culprit),
+                          (unsigned long long)comm->opSeq);
+    return weftSetError(weftRemoteError,
+                        "direct: rank %d (pid %d on host %s) died during operation %llu (noticed "
+                        "by rank %d)", culprit, s->pids[culprit], hostOf(comm, culprit),
+                        (unsigned long long)comm->opSeq, noticer);
+  }
+  if (s->samePid) return weftSuccess;
+  int64_t now = weftNowMs();
+  if (now - s->lastLivenessMs < DIRECT_LIVENESS_MS) return weftSuccess;
+  s->lastLivenessMs = now;
+  if (!weftProcessGone(s->pids[r])) return weftSuccess;
+  publishFail(s, FAIL_DEAD, r);
+  return weftSetError(weftRemoteError, "direct: rank %d (pid %d on host %s) died during operation %llu",
+                      r, s->pids[r], hostOf(comm, r), (unsigned long long)comm->opSeq);
+}
+
+/* A wait failed with rc: a timeout names every rank not yet at this point; an abort tells
+ * the others. */
+static weftResult_t waitFailed(struct weftComm *comm, struct directState *s, int flag,
+                               uint64_t seq, const char *what, weftResult_t rc) {
+  if (weftCommAborted(comm)) {
+    publishFail(s, FAIL_ABORTED, s->me);
+    return rc;
+  }
+  if (rc != weftTimeout) return rc;
+  char late[512] = "";
+  size_t o = 0;
+  int nlate = 0;
+  for (int r = 0; r < s->n; r++) {
+    if (r == s->me || reached(atomic_load(&s->ctrl[r].flag[flag][0]), seq)) continue;
+    unsigned long long at = (unsigned long long)atomic_load(&s->ctrl[r].opSeq);
+    if (o < sizeof late)
+      o += (size_t)snprintf(late + o, sizeof late - o, "%srank %d (pid %d, at operation %llu%s)",
+                            nlate ? ", " : "", r, s->pids[r], at,
+                            at < comm->opSeq ? ": has not called it" : "");
+    nlate++;
+  }
+  return weftSetError(weftTimeout,
+                      "direct: rank %d timed out after %lld ms at operation %llu, %s %s; set "
+                      "WEFT_TIMEOUT_MS to wait longer",
+                      s->me, (long long)comm->timeoutMs, (unsigned long long)comm->opSeq, what,
+                      late);
 }
 
 static weftResult_t waitAll(struct weftComm *comm, struct directState *s, int flag, uint64_t seq) {
@@ -176,9 +291,84 @@ static weftResult_t waitAll(struct weftComm *comm, struct directState *s, int fl
     if (r == s->me) continue;
     struct weftWaiter w;
     weftWaitStart(&w, comm);
-    while (atomic_load_explicit(&s->ctrl[r].flag[flag][0], memory_order_acquire) < seq)
-      WEFTCHECK(weftWaitPause(&w, what[flag], r));
+    while (!reached(atomic_load_explicit(&s->ctrl[r].flag[flag][0], memory_order_acquire), seq)) {
+      weftResult_t rc = weftWaitPause(&w, what[flag], r);
+      /* past the spin phase only (deadlineMs is set then): spinning stays cheap */
+      if (rc == weftSuccess && w.deadlineMs != 0 && (w.iter & 31) == 0) rc = checkPeers(comm, s, r);
+      if (rc != weftSuccess) return waitFailed(comm, s, flag, seq, what[flag], rc);
+    }
     weftWaitDone(&w);
+  }
+  DIRECT_TSAN_ACQUIRE();
+  return weftSuccess;
+}
+
+/* Before the first post of an operation: what this rank was asked to do. */
+static void publishSig(struct directState *s, const struct weftCollArgs *a) {
+  struct directCtrl *c = &s->ctrl[s->me];
+  _Atomic uint64_t *sig = c->sig[a->seq & 1];
+  uint64_t what = (uint64_t)a->type << 8 | (uint64_t)a->op;
+  atomic_store_explicit(&sig[0], a->seq, memory_order_relaxed);
+  atomic_store_explicit(&sig[1], a->count, memory_order_relaxed);
+  atomic_store_explicit(&sig[2], what, memory_order_relaxed);
+  atomic_store_explicit(&c->opSeq, a->seq, memory_order_release); /* after sig: see directWatch */
+  uint64_t h = a->seq * 0x9e3779b97f4a7c15ULL ^ a->count * 0xc2b2ae3d27d4eb4fULL ^ what;
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  s->sigHash = (uint32_t)(h >> 32);
+}
+
+static void readSig(struct directState *s, int rank, int par, uint64_t sig[3]) {
+  for (int k = 0; k < 3; k++) sig[k] = atomic_load_explicit(&s->ctrl[rank].sig[par][k], memory_order_relaxed);
+}
+
+static weftResult_t sigMismatch(struct directState *s, int r, const uint64_t mine[3],
+                                const uint64_t sig[3]) {
+  return weftSetError(weftInvalidUsage,
+                      "mismatched collectives at operation %llu: rank %d called "
+                      "AllReduce(count %llu, %s, %s) (its operation %llu), rank %d called "
+                      "AllReduce(count %llu, %s, %s) (its operation %llu)",
+                      (unsigned long long)mine[0], s->me, (unsigned long long)mine[1],
+                      weftTypeName((weftDataType_t)(mine[2] >> 8)),
+                      weftOpName((weftRedOp_t)(mine[2] & 0xff)), (unsigned long long)mine[0], r,
+                      (unsigned long long)sig[1], weftTypeName((weftDataType_t)(sig[2] >> 8)),
+                      weftOpName((weftRedOp_t)(sig[2] & 0xff)), (unsigned long long)sig[0]);
+}
+
+/* After the first wait for every rank's post: every signature is the same as mine. A rank
+ * that runs one operation ahead or behind shows up as a different sequence number. */
+static weftResult_t checkSigs(struct directState *s, const struct weftCollArgs *a,
+                              uint64_t seq) {
+  int par = (int)(a->seq & 1);
+  uint64_t mine[3], sig[3];
+  for (int r = 0; r < s->n; r++) {
+    uint64_t v = atomic_load_explicit(&s->ctrl[r].flag[FLAG_POSTED][0], memory_order_relaxed);
+    /* A rank already at a later round compared its hash with mine and found them equal. */
+    if (r == s->me || (uint32_t)(v >> 32) == s->sigHash || (uint32_t)v != (uint32_t)seq) continue;
+    readSig(s, s->me, par, mine);
+    readSig(s, r, par, sig);
+    return sigMismatch(s, r, mine, sig);
+  }
+  return weftSuccess;
+}
+
+/* Every collective publishes its signature here, whichever algorithm runs it. */
+static void directBegin(void *state, const struct weftCollArgs *a) { publishSig(state, a); }
+
+/* A lasting wait, whichever algorithm: a rank at my operation that published another
+ * signature (the ranks may even run different algorithms, chosen by their different sizes). */
+static weftResult_t directWatch(void *state, struct weftComm *comm) {
+  struct directState *s = state;
+  uint64_t seq = comm->opSeq, mine[3], sig[3];
+  int par = (int)(seq & 1);
+  readSig(s, s->me, par, mine);
+  if (mine[0] != seq) return weftSuccess; /* not in a collective (init) */
+  for (int r = 0; r < s->n; r++) {
+    if (r == s->me || atomic_load_explicit(&s->ctrl[r].opSeq, memory_order_acquire) != seq) continue;
+    readSig(s, r, par, sig);
+    /* rank r cannot pass operation seq + 1 without me, so sig[par] is still seq's */
+    if (sig[0] == mine[0] && sig[1] == mine[1] && sig[2] == mine[2]) continue;
+    return sigMismatch(s, r, mine, sig);
   }
   return weftSuccess;
 }
@@ -218,6 +408,7 @@ static weftResult_t directSmall(struct weftComm *comm, struct directState *s,
   memcpy(stagingOf(s, s->me, seq), a->sendbuff, a->bytes);
   post(s, FLAG_POSTED, seq);
   WEFTCHECK(waitAll(comm, s, FLAG_POSTED, seq));
+  WEFTCHECK(checkSigs(s, a, seq));
   const char *inputs[64];
   char *scratch = NULL;
   const char **in = s->n <= 64 ? inputs : (const char **)(scratch = malloc(sizeof(char *) * (size_t)s->n));
@@ -236,6 +427,7 @@ static weftResult_t directStagedChunk(struct weftComm *comm, struct directState 
   memcpy(stagingOf(s, s->me, seq), (const char *)a->sendbuff + first * ts, count * ts);
   post(s, FLAG_POSTED, seq);
   WEFTCHECK(waitAll(comm, s, FLAG_POSTED, seq));
+  if (first == 0) WEFTCHECK(checkSigs(s, a, seq));
   size_t sFirst, sLen;
   sliceOf(count, ts, s->n, s->me, &sFirst, &sLen);
   char *result = s->result + (seq & 1) * s->chunkBytes;
@@ -330,6 +522,7 @@ static weftResult_t directInPlace(struct weftComm *comm, struct directState *s,
   s->ctrl[s->me].recvAddr = (uint64_t)(uintptr_t)a->recvbuff;
   post(s, FLAG_POSTED, seq);
   WEFTCHECK(waitAll(comm, s, FLAG_POSTED, seq));
+  WEFTCHECK(checkSigs(s, a, seq));
   size_t first, len;
   sliceOf(a->count, ts, s->n, s->me, &first, &len);
   WEFTCHECK(reduceMySlice(s, a, first, len));
@@ -352,7 +545,7 @@ static int useInPlace(const struct directState *s, size_t bytes) {
 
 static weftResult_t directAllReduce(void *state, struct weftComm *comm,
                                     const struct weftCollArgs *a) {
-  struct directState *s = state;
+  struct directState *s = state; /* directBegin published the signature */
   if (a->bytes <= DIRECT_SMALL_BYTES) return directSmall(comm, s, a);
   if (useInPlace(s, a->bytes)) return directInPlace(comm, s, a);
   return directStaged(comm, s, a);
@@ -375,6 +568,8 @@ static weftResult_t directFinalize(void *state) {
   struct directState *s = state;
   if (s == NULL) return weftSuccess;
   if (s->named) weftShmUnlink(s->name);
+  if (s->seg != NULL && s->ctrl != NULL && s->abortFlag != NULL && atomic_load(s->abortFlag))
+    publishFail(s, FAIL_ABORTED, s->me); /* peers waiting on this rank fail now */
   weftShmUnmap(s->seg, s->segBytes);
   free(s->pids);
   free(s->bounce);
@@ -389,4 +584,6 @@ const struct weftAlgoOps weftAlgoDirect = {
   .cost = directCost,
   .allReduce = directAllReduce,
   .finalize = directFinalize,
+  .begin = directBegin,
+  .watch = directWatch,
 };

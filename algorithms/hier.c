@@ -1,19 +1,25 @@
 /* Hierarchical AllReduce, for ranks spread over several hosts with the same number of ranks
  * on each (m ranks per host, h hosts).
- * How it works, per loop of m chunks: reduce-scatter on the ring of this host's ranks (shared
- * memory), so local rank l holds the host's sum of chunk l; AllReduce of that chunk on the ring
- * of the ranks with local index l on every host (the inter-host step: every rank's network
- * link carries a slice, not one leader per host); all-gather on the host ring.
- * Steps per loop: 2(m-1) local + 2(h-1) inter-host. Bytes per rank: 2(m-1)/m * bytes over
- * shared memory, 2(h-1)/h * bytes/m over the network (the flat ring sends 2(n-1)/n * bytes
- * over its slowest link).
- * cost() = local ring phases over shared memory + the inter-host ring cost of bytes/m. */
+ * How it works: the buffer is cut into m contiguous slices. Reduce-scatter on the ring of this
+ * host's ranks (shared memory, pipelined in loops of one chunk per slice), so local rank l
+ * holds the host's sum of slice l in one piece; AllReduce of that slice on the ring of the
+ * ranks with local index l on every host (the inter-host phase: every rank's network path
+ * carries a slice, not one leader per host, and the slice is pipelined as a whole, so the
+ * link stays busy); all-gather on the host ring.
+ * Steps: 2(m-1) per local loop + 2(h-1) per inter-host loop. Bytes per rank: 2(m-1)/m * bytes
+ * over shared memory, 2(h-1)/h * bytes/m over the network; the m inter-host rings of a host
+ * share its interface, which so carries 2(h-1)/h * bytes (the host-aware flat ring: 2(n-1)/n
+ * * bytes).
+ * cost() = local loops * 2(m-1) * local step + 2(m-1)/m * bytes / local bandwidth
+ *          + 2(h-1) * inter-host step + 2(h-1)/h * bytes / inter-host bandwidth. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "core.h"
+#include "param.h"
 #include "prims.h"
 #include "reduce.h"
 #include "ring.h"
@@ -21,6 +27,7 @@
 struct hierState {
   struct weftRing local, inter;
   int m, h;
+  double loopBytes; /* bytes per loop (m chunks), the same on every rank (agreed at init) */
 };
 
 /* Hosts in order of their first rank; *hostOf[r] = index of r's host. Returns hosts, or -1
@@ -89,6 +96,12 @@ static weftResult_t hierInit(struct weftComm *comm, void **state, char *why, siz
   s->h = h;
   weftResult_t rc = buildRings(comm, s, hostOf);
   free(hostOf);
+  /* The loop size depends on the local rings' slots: every rank takes the smallest of all
+   * hosts', so every rank's cost() is the same. */
+  struct weftLinkSummary slots = {0, 0, s->local.pieceBytes};
+  if (rc == weftSuccess) rc = weftLinkSummaryAgree(comm, &slots, NULL, 0);
+  int64_t chunkSlots = weftParamRingChunkSlots();
+  s->loopBytes = (double)s->m * (double)(chunkSlots < 1 ? 1 : chunkSlots) * (double)slots.slotBytes;
   if (rc != weftSuccess) {
     hierFinalize(s);
     return rc;
@@ -104,24 +117,28 @@ static weftResult_t hierAllReduce(void *state, struct weftComm *comm, const stru
   weftPrimsInitMulti(&p, comm, &send, 1, &recv, 1, a->type, a->op, 1);
   weftPrimsSetPiece(&p, s->local.pieceBytes);
   size_t maxChunk = weftRingMaxChunk(&p), ts = weftTypeSize(a->type);
-  char *out = a->recvbuff;
-  for (size_t off = 0; off < a->count; off += (size_t)s->m * maxChunk) {
-    size_t first, n;
-    WEFTCHECK(weftRingReduceScatterLoop(&p, &s->local, a->sendbuff, out, a->count, off, maxChunk,
-                                        &first, &n));
-    WEFTCHECK(weftRingAllReduceOn(comm, &s->inter, out + first * ts, out + first * ts, n, a->type,
-                                  a->op, comm->nranks));
-    WEFTCHECK(weftRingAllGatherLoop(&p, &s->local, out, a->count, off, maxChunk));
-  }
-  return weftSuccess;
+  size_t slice = (a->count + (size_t)s->m - 1) / (size_t)s->m;
+  size_t first = slice * (size_t)s->local.index;
+  size_t mine = first >= a->count ? 0 : (a->count - first < slice ? a->count - first : slice);
+  char *out = (char *)a->recvbuff + first * ts;
+  WEFTCHECK(weftRingReduceScatterSlices(&p, &s->local, a->sendbuff, a->recvbuff, a->count, slice,
+                                        maxChunk));
+  WEFTCHECK(weftRingAllReduceOn(comm, &s->inter, out, out, mine, a->type, a->op, comm->nranks));
+  return weftRingAllGatherSlices(&p, &s->local, a->recvbuff, a->count, slice, maxChunk);
 }
 
+/* Local steps wait for the slowest rank of the host, and when a host has more ranks than cores
+ * each is a scheduler round trip; loopBytes is what one local loop moves (agreed at init). */
 static double hierCost(void *state, const struct weftComm *comm, size_t bytes) {
   const struct hierState *s = state;
-  double localStep = s->local.latencyUs + 0.3 * (comm->nLocalRanks > weftTopoCpuCount() ? 4 : 1);
-  double local = 2.0 * (s->m - 1) * localStep +
-                 2.0 * (s->m - 1) / s->m * (double)bytes / (s->local.bandwidthGBs * 1e3);
-  return local + weftRingCost(comm, &s->inter, bytes / (size_t)s->m);
+  double overhead = 0.3 * (comm->nLocalRanks > weftTopoCpuCount() ? 4 : 1);
+  double b = (double)bytes, loops = s->loopBytes > 0 ? ceil(b / s->loopBytes) : 1;
+  if (loops < 1) loops = 1;
+  double local = loops * 2.0 * (s->m - 1) * (s->local.latencyUs + overhead) +
+                 2.0 * (s->m - 1) / s->m * b / (s->local.bandwidthGBs * 1e3);
+  double inter = 2.0 * (s->h - 1) * (s->inter.latencyUs + overhead) +
+                 2.0 * (s->h - 1) / s->h * b / (s->inter.bandwidthGBs * 1e3);
+  return local + inter;
 }
 
 static weftResult_t hierFinalize(void *state) {

@@ -20,20 +20,28 @@
 #include "reduce.h"
 #include "ring.h"
 
-/* Chunk c (taken mod n) of the loop that starts at loopOffset, clipped to count. */
+/* Chunk c (taken mod n) of one loop. Interleaved layout (sliceElems 0): the loop covers
+ * [loopOffset, loopOffset + n * chunkCount) and chunk c is its c-th part. Sliced layout: the
+ * buffer is n contiguous slices of sliceElems, and chunk c is the part of slice c that starts
+ * loopOffset into it, so after all loops position c holds all of slice c in one piece. */
 struct ringLoop {
-  size_t count, loopOffset, chunkCount;
+  size_t count, loopOffset, chunkCount, sliceElems;
   int n;
 };
 
+static size_t chunkIndex(const struct ringLoop *l, int c) { return (size_t)(((c % l->n) + l->n) % l->n); }
+
 static size_t chunkOffset(const struct ringLoop *l, int c) {
-  return l->loopOffset + (size_t)(((c % l->n) + l->n) % l->n) * l->chunkCount;
+  if (l->sliceElems == 0) return l->loopOffset + chunkIndex(l, c) * l->chunkCount;
+  return chunkIndex(l, c) * l->sliceElems + l->loopOffset;
 }
 
 static size_t chunkCount(const struct ringLoop *l, int c) {
   size_t off = chunkOffset(l, c);
-  if (off >= l->count) return 0;
-  return l->count - off < l->chunkCount ? l->count - off : l->chunkCount;
+  size_t end = l->sliceElems == 0 ? l->count : (chunkIndex(l, c) + 1) * l->sliceElems;
+  if (end > l->count) end = l->count;
+  if (off >= end) return 0;
+  return end - off < l->chunkCount ? end - off : l->chunkCount;
 }
 
 #define AT(buf, c) ((buf) + chunkOffset(l, (c)) * p->typeSize)
@@ -81,7 +89,7 @@ size_t weftRingMaxChunk(const struct weftPrims *p) {
 static struct ringLoop loopAt(size_t count, size_t offset, size_t maxChunk, int n) {
   size_t left = count - offset, loopCount = (size_t)n * maxChunk;
   size_t chunk = left >= loopCount ? maxChunk : (left + (size_t)n - 1) / (size_t)n;
-  return (struct ringLoop){count, offset, chunk, n};
+  return (struct ringLoop){count, offset, chunk, 0, n};
 }
 
 weftResult_t weftRingAllReduceOn(struct weftComm *comm, struct weftRing *ring, const void *send,
@@ -103,19 +111,23 @@ weftResult_t weftRingAllReduceOn(struct weftComm *comm, struct weftRing *ring, c
   return weftSuccess;
 }
 
-weftResult_t weftRingReduceScatterLoop(struct weftPrims *p, struct weftRing *ring, const void *send,
-                                       void *recv, size_t count, size_t offset, size_t maxChunk,
-                                       size_t *myFirst, size_t *myCount) {
-  struct ringLoop l = loopAt(count, offset, maxChunk, ring->n);
-  *myFirst = chunkOffset(&l, ring->index);
-  *myCount = chunkCount(&l, ring->index);
-  return reduceScatterLoop(p, &l, ring->index, send, recv, 0);
+weftResult_t weftRingReduceScatterSlices(struct weftPrims *p, struct weftRing *ring,
+                                         const void *send, void *recv, size_t count,
+                                         size_t sliceElems, size_t maxChunk) {
+  for (size_t off = 0; off < sliceElems; off += maxChunk) {
+    struct ringLoop l = {count, off, maxChunk, sliceElems, ring->n};
+    WEFTCHECK(reduceScatterLoop(p, &l, ring->index, send, recv, 0));
+  }
+  return weftSuccess;
 }
 
-weftResult_t weftRingAllGatherLoop(struct weftPrims *p, struct weftRing *ring, void *recv,
-                                   size_t count, size_t offset, size_t maxChunk) {
-  struct ringLoop l = loopAt(count, offset, maxChunk, ring->n);
-  return allGatherLoop(p, &l, ring->index, recv);
+weftResult_t weftRingAllGatherSlices(struct weftPrims *p, struct weftRing *ring, void *recv,
+                                     size_t count, size_t sliceElems, size_t maxChunk) {
+  for (size_t off = 0; off < sliceElems; off += maxChunk) {
+    struct ringLoop l = {count, off, maxChunk, sliceElems, ring->n};
+    WEFTCHECK(allGatherLoop(p, &l, ring->index, recv));
+  }
+  return weftSuccess;
 }
 
 double weftRingCost(const struct weftComm *comm, const struct weftRing *ring, size_t bytes) {

@@ -6,9 +6,16 @@
  * root adds its own and holds the result. Down pass: the root sends the result to its children,
  * interior ranks copy it out and pass it on, leaves copy it out. Both passes are pipelined in
  * chunks, alternating the two trees chunk by chunk.
- * Steps: 2 * depth, depth = ceil(log2(n + 1)). Bytes per rank: ~ bytes up and down in the tree
- * where it is interior, bytes/2 each way where it is a leaf.
- * cost() = 2 * depth * (link latency + step overhead) + 2 * bytes / link bandwidth. */
+ * Steps: 2 * (depth - 1), depth = ceil(log2(n + 1)) levels, so depth - 1 hops from a leaf to
+ * the root. Bytes per rank: ~ bytes up and down in the tree where it is interior, bytes/2 each
+ * way where it is a leaf.
+ * cost() = 2 * (depth - 1) * (link latency + step overhead) + 2 * bytes * perHost / link
+ * bandwidth, perHost = the most ranks on one host: with ranks numbered host by host, nearly every
+ * tree link leaves the host, and the links of all of a host's ranks go through its one
+ * interface. (Measured on 4 emulated hosts x 2 ranks, docs/performance.md "Several hosts": the
+ * tree's large-size time is 3x the ring's, which this factor of 2 approaches; and with 2 * depth
+ * steps the tree was predicted slower than hier at every size, while it is the faster of the
+ * two up to 32 KiB.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +42,7 @@ struct treeSide {
 struct treeState {
   struct treeSide tree[2];
   int depth;
+  int perHost; /* the most ranks on one host (from the peer table: the same on every rank) */
   double latencyUs, bandwidthGBs; /* slowest link of either tree, the same on every rank */
   size_t pieceBytes;               /* smallest slot of any tree link, ditto */
 };
@@ -119,6 +127,12 @@ static weftResult_t treeInit(struct weftComm *comm, void **state, char *why, siz
     k += addSideLinks(&s->tree[t], t == 0 ? WEFT_TAG_TREE0 : WEFT_TAG_TREE1, reqs + k);
   }
   for (s->depth = 0; (1 << s->depth) <= comm->nranks; s->depth++) {}
+  for (int r = 0; r < comm->nranks; r++) {
+    int here = 0;
+    for (int q = 0; q < comm->nranks; q++) here += comm->peers[q].hostHash == comm->peers[r].hostHash;
+    if (here > s->perHost) s->perHost = here;
+  }
+  if (s->perHost == comm->nranks) s->perHost = 1; /* one host: no shared interface */
   weftResult_t rc = weftConnectLinks(comm, reqs, k);
   if (rc == weftSuccess) rc = agreeOnCaps(comm, s);
   if (rc != weftSuccess) {
@@ -187,7 +201,7 @@ static weftResult_t treeAllReduce(void *state, struct weftComm *comm, const stru
 static double treeCost(void *state, const struct weftComm *comm, size_t bytes) {
   const struct treeState *s = state;
   double stepUs = s->latencyUs + 0.3 * (comm->nLocalRanks > weftTopoCpuCount() ? 4 : 1);
-  return 2.0 * s->depth * stepUs + 2.0 * (double)bytes / (s->bandwidthGBs * 1e3);
+  return 2.0 * (s->depth - 1) * stepUs + 2.0 * s->perHost * (double)bytes / (s->bandwidthGBs * 1e3);
 }
 
 static weftResult_t treeFinalize(void *state) {

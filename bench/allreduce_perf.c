@@ -23,6 +23,14 @@ static void weftColl(void *ctx, const void *send, void *recv, size_t count, int 
   }
 }
 
+/* -A 1: the tuner's choice (or WEFT_ALGO's), through weft's extension weftCommGetAlgorithm. */
+static const char *weftAlgoName(void *ctx, size_t count, int type) {
+  const char *name = "?";
+  weftResult_t res = weftCommGetAlgorithm(ctx, count, weftTypes[type], &name);
+  if (res != weftSuccess) perfFatal("weftCommGetAlgorithm: %s: %s", weftGetErrorString(res), weftGetLastError(ctx));
+  return name;
+}
+
 /* weft reduces avg for floating-point types only (weftInvalidArgument otherwise). */
 static int weftSupported(int type, int op) {
   return op != PERF_AVG || perfTypes[type].kind == PERF_FLOAT;
@@ -45,7 +53,7 @@ static void *rankMain(void *arg) {
     perfFatal("rank %d: weftCommInitRank: %s: %s", r->rank, weftGetErrorString(res), weftGetLastError(NULL));
   }
   r->collCtx = comm;
-  if (r->printer) perfPrintTableHeader();
+  if (r->printer) perfPrintTableHeader(r->opts);
   perfRunAll(r);
   res = weftCommDestroy(comm);
   if (res != weftSuccess) perfFatal("rank %d: weftCommDestroy: %s", r->rank, weftGetErrorString(res));
@@ -80,7 +88,8 @@ static int runRanks(const perfOpts *o, const perfWorld *w, perfTeam *team, weftU
     ts[i].id = id;
     ts[i].r = (perfRank){.opts = o, .team = team, .tid = i, .rank = w->rank * o->nThreads + i,
                          .nRanks = w->size * o->nThreads, .printer = w->rank == 0 && i == 0,
-                         .coll = weftColl, .supported = weftSupported};
+                         .coll = weftColl, .supported = weftSupported,
+                         .algoName = weftAlgoName};
     if (i > 0 && pthread_create(&ts[i].thread, NULL, rankMain, &ts[i]) != 0)
       perfFatal("cannot start thread %d", i);
   }

@@ -99,7 +99,7 @@ rows() {
       for tool in allreduce_perf mpi_allreduce_perf; do
         [ -f "$logdir/$tool.$p.$k" ] || continue
         awk -v tool="$tool" -v np="$p" -v col="$col" \
-          'NF == 13 && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && ($(col + 3) == "0" || $(col + 3) == "N/A") {
+          '(NF == 13 || NF == 14) && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && ($(col + 3) == "0" || $(col + 3) == "N/A") {
              print tool, np, $1, $col, $(col + 2) }' "$logdir/$tool.$p.$k"
       done
     done

@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
   perfRank r = {.opts = &o, .team = &team, .rank = w.rank, .nRanks = w.size,
                 .printer = w.rank == 0, .coll = mpiColl, .supported = mpiSupported};
   perfRankAlloc(&r);
-  if (r.printer) perfPrintTableHeader();
+  if (r.printer) perfPrintTableHeader(&o);
   perfRunAll(&r);
   if (r.printer) perfPrintFooter(r.errors, r.bwSum, r.bwCount);
   perfRankFree(&r);

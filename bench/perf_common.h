@@ -107,6 +107,7 @@ typedef struct {
   int iters, warmup, aggIters, check;
   int nThreads, nGpus, average, blocking, parallelInit;
   int type, op; /* index in perfTypes / perfOpNames, or PERF_ALL */
+  int showAlgo; /* -A 1 (not in nccl-tests): an "algo" column, what the library runs per size */
 } perfOpts;
 
 static inline void perfUsage(const char *tool) {
@@ -127,6 +128,7 @@ static inline void perfUsage(const char *tool) {
          "\t[-r,--root <root> (ignored: allreduce has none)]\n"
          "\t[-z,--blocking <0/1>]\n"
          "\t[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>]\n"
+         "\t[-A,--algo <0/1> add an algo column: the algorithm run at each size (weft's tuner)]\n"
          "\t[-h,--help]\n",
          tool);
 }
@@ -204,6 +206,7 @@ static inline const char *perfParseFlag(int c, const char *arg, perfOpts *o) {
   case 'a': ok = perfParseInt(arg, 0, 3, &o->average) == 0; break;
   case 'z': ok = perfParseInt(arg, 0, 1, &o->blocking) == 0; break;
   case 'p': ok = perfParseInt(arg, 0, 1, &o->parallelInit) == 0; break;
+  case 'A': ok = perfParseInt(arg, 0, 1, &o->showAlgo) == 0; break;
   case 'r': ok = perfParseInt(arg, 0, INT_MAX, &unused) == 0; break;
   case 'd':
     o->type = perfTypeByName(arg);
@@ -237,11 +240,12 @@ static inline int perfParseArgs(int argc, char **argv, perfOpts *o, const char *
     {"check", required_argument, 0, 'c'}, {"op", required_argument, 0, 'o'},
     {"datatype", required_argument, 0, 'd'}, {"root", required_argument, 0, 'r'},
     {"blocking", required_argument, 0, 'z'}, {"average", required_argument, 0, 'a'},
+    {"algo", required_argument, 0, 'A'},
     {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   int quiet = perfEnvRank() != 0, c;
   perfDefaults(o);
   opterr = 0; /* our own message, from one process */
-  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:p:c:o:d:r:z:a:h", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:p:c:o:d:r:z:a:A:h", longopts, NULL)) != -1) {
     if (c == 'h') {
       if (!quiet) perfUsage(tool);
       return 0;
@@ -614,13 +618,14 @@ static inline void perfPrintDevices(int nThreads, int worldRank, int worldSize) 
   free(lines);
 }
 
-static inline void perfPrintTableHeader(void) {
+/* nccl-tests' header; with -A 1 one more column, "algo", after in-place's #wrong. */
+static inline void perfPrintTableHeader(const perfOpts *o) {
   printf("#\n");
   printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n",
          "", "", "", "", "");
-  printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count",
+  printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s%s\n", "size", "count",
          "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-         "#wrong");
+         "#wrong", o->showAlgo ? "      algo" : "");
   printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
          "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
@@ -654,6 +659,8 @@ typedef struct {
   perfCollFn coll;
   void *collCtx;
   int (*supported)(int type, int op); /* what -d all / -o all iterate over (NULL: all) */
+  /* -A 1: the name of the algorithm the collective runs for count elements of type (NULL: "-") */
+  const char *(*algoName)(void *ctx, size_t count, int type);
   double bwSum;
   int bwCount, errors; /* errors: measurements with wrong elements on any rank */
 } perfRank;
@@ -764,6 +771,7 @@ static inline void perfTimeTest(perfRank *r, int type, int op) {
     }
     perfBench(r, &d, count, 0);
     perfBench(r, &d, count, 1);
+    if (r->printer && o->showAlgo) printf("  %8s", r->algoName ? r->algoName(r->collCtx, count, type) : "-");
     if (r->printer) printf("\n");
   }
   perfDataFree(&d);

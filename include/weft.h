@@ -72,8 +72,57 @@ weftResult_t weftGetUniqueId(weftUniqueId *uniqueId);
  * ranks have arrived or WEFT_TIMEOUT_MS has passed. */
 weftResult_t weftCommInitRank(weftComm_t *comm, int nranks, weftUniqueId commId, int rank);
 
+/* Options of weftCommInitRankConfig. Start from WEFT_CONFIG_INITIALIZER and change fields;
+ * fields left at WEFT_CONFIG_UNDEF_INT take the library default (the environment). */
+#define WEFT_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define WEFT_CONFIG_MAGIC 0x77656663u /* "wefc" */
+typedef struct {
+  size_t size;           /* sizeof(weftConfig_t): set by the initializer */
+  unsigned int magic;    /* WEFT_CONFIG_MAGIC: set by the initializer */
+  unsigned int version;  /* WEFT_VERSION_CODE: set by the initializer */
+  int blocking;          /* 1 (default): init returns when done. 0: init returns weftInProgress
+                            at once and completes in a background thread; poll
+                            weftCommGetAsyncError until it reports something else */
+  int timeoutMs;         /* deadline of init and of every wait, ms (default WEFT_TIMEOUT_MS) */
+} weftConfig_t;
+
+#define WEFT_CONFIG_INITIALIZER                                                  \
+  {                                                                              \
+    sizeof(weftConfig_t), WEFT_CONFIG_MAGIC, WEFT_VERSION_CODE,                  \
+        WEFT_CONFIG_UNDEF_INT, WEFT_CONFIG_UNDEF_INT                             \
+  }
+
+/* weftCommInitRank with options (config may be NULL: every default). A config not made from
+ * WEFT_CONFIG_INITIALIZER (wrong size or magic) is weftInvalidArgument.
+ * Non-blocking (config->blocking == 0): *comm is set and weftInProgress returned at once; the
+ * communicator is usable for collectives once weftCommGetAsyncError reports weftSuccess. While
+ * init is in progress only weftCommGetAsyncError, weftCommAbort and weftCommDestroy (which waits
+ * for init to end) may be called. Collectives on a non-blocking communicator run synchronously
+ * and return their result like on a blocking one. */
+weftResult_t weftCommInitRankConfig(weftComm_t *comm, int nranks, weftUniqueId commId, int rank,
+                                    weftConfig_t *config);
+
 /* Frees every resource of the communicator. The handle must not be used afterwards. */
 weftResult_t weftCommDestroy(weftComm_t comm);
+
+/* Frees every resource of the communicator without talking to its peers, whatever state it is
+ * in: a non-blocking init still running is stopped, and a collective blocked on comm in
+ * another thread returns promptly with weftRemoteError and the message "... aborted". Returns
+ * once those calls have left the library; the handle must not be used afterwards. Peers of an
+ * aborted communicator see it as a dead rank (weftRemoteError) or, on a link that cannot tell,
+ * a timeout. comm == NULL is a no-op. */
+weftResult_t weftCommAbort(weftComm_t comm);
+
+/* The communicator's state in *asyncError: weftInProgress while a non-blocking init runs,
+ * weftSuccess when usable, else the error that broke it (init failed, or a collective failed:
+ * after any collective error the communicator only accepts destroy/abort). The message is in
+ * weftGetLastError(comm). */
+weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t *asyncError);
+
+/* Completes outstanding operations (collectives are synchronous, so there are none) and
+ * refuses further collectives; call weftCommDestroy afterwards. weftInProgress while a
+ * non-blocking init runs. */
+weftResult_t weftCommFinalize(weftComm_t comm);
 
 weftResult_t weftCommCount(const weftComm_t comm, int *count);
 weftResult_t weftCommUserRank(const weftComm_t comm, int *rank);
@@ -82,6 +131,15 @@ weftResult_t weftCommUserRank(const weftComm_t comm, int *rank);
 weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                            weftStream_t stream);
+
+/* weft extension (not in NCCL): *name = the algorithm ("ring", "tree", "hier", "direct", ...)
+ * that weftAllReduce on this communicator would run for count elements of datatype: the
+ * tuner's choice (every rank gets the same answer), or the one WEFT_ALGO forces; "none" for
+ * count 0, where weftAllReduce returns at once. The string is static: never freed, valid
+ * after the communicator is destroyed. Not collective; runs nothing. Errors as weftAllReduce's
+ * (weftInvalidArgument for a NULL name, an unknown datatype or an overflowing count). */
+weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count, weftDataType_t datatype,
+                                  const char **name);
 
 const char *weftGetErrorString(weftResult_t result);
 

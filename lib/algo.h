@@ -32,6 +32,15 @@ struct weftAlgoOps {
   /* Runs one AllReduce; returns when recvbuff holds the result. */
   weftResult_t (*allReduce)(void *state, struct weftComm *comm, const struct weftCollArgs *args);
   weftResult_t (*finalize)(void *state);
+  /* Optional (NULL): called for every collective, whichever algorithm runs it, before it
+   * starts; never blocks. Lets an algorithm with a view of every rank publish what this rank
+   * is doing (direct: the signature, in the shared segment). */
+  void (*begin)(void *state, const struct weftCollArgs *args);
+  /* Optional (NULL): called by waits that have lasted (weftWaitPause, at most every
+   * WEFT_WATCH_MS), whichever algorithm waits; never blocks. An error ends the wait (direct:
+   * weftInvalidUsage when a rank at the same operation published another signature, which
+   * catches mismatches that made ranks choose different algorithms). */
+  weftResult_t (*watch)(void *state, struct weftComm *comm);
 };
 
 extern const struct weftAlgoOps *const weftAlgos[];

@@ -27,6 +27,7 @@
 #include "bootstrap.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,10 +52,13 @@ enum {
   ACK_BYTES = 8,
   ID_VERSION = 1,
 };
+_Static_assert(HELLO_BYTES == WEFT_BOOT_HELLO_BYTES && ADDR_BYTES == WEFT_BOOT_ADDR_BYTES &&
+                   REPLY_HEADER_BYTES == WEFT_BOOT_REPLY_HEADER_BYTES,
+               "bootstrap.h sizes");
 #define ID_MAGIC 0x57465449u    /* "WFTI" */
 #define HELLO_MAGIC 0x57465448u /* "WFTH" */
 #define REPLY_MAGIC 0x57465452u /* "WFTR" */
-enum helloKind { HELLO_REGISTER = 1, HELLO_RING = 2 };
+enum helloKind { HELLO_REGISTER = WEFT_BOOT_HELLO_REGISTER, HELLO_RING = WEFT_BOOT_HELLO_RING };
 enum replyType { REPLY_STATUS = 1, REPLY_TABLE = 2, REPLY_ABORT = 3 };
 
 /* How long an accepted connection may take to prove the secret before it is dropped. */
@@ -245,7 +249,7 @@ static void encodeAddr(uint8_t out[ADDR_BYTES], const union weftSockAddr *addr) 
 }
 
 /* 1: an address, 0: none (family 0), -1: malformed. */
-static int decodeAddr(const uint8_t in[ADDR_BYTES], union weftSockAddr *addr) {
+int weftBootstrapParseAddr(const uint8_t *in, union weftSockAddr *addr) {
   memset(addr, 0, sizeof *addr);
   if (in[0] == 0) return 0;
   if (in[0] == 4) {
@@ -273,14 +277,15 @@ static void encodeId(weftUniqueId *id, const union weftSockAddr *root, const uin
   memcpy(p + 32, secret, SECRET_BYTES);
 }
 
-static weftResult_t decodeId(const weftUniqueId *id, union weftSockAddr *root, uint8_t *secret) {
+weftResult_t weftBootstrapParseId(const weftUniqueId *id, union weftSockAddr *root,
+                                  uint8_t *secret) {
   const uint8_t *p = (const uint8_t *)id->internal;
   if (getBe32(p) != ID_MAGIC || p[4] != 0 || p[5] != ID_VERSION)
     return weftSetError(weftInvalidArgument,
                         "bootstrap: the unique id is not one from weftGetUniqueId (bad magic or "
                         "version %u, expected %u)",
                         (unsigned)(p[4] << 8 | p[5]), (unsigned)ID_VERSION);
-  if (decodeAddr(p + 8, root) != 1)
+  if (weftBootstrapParseAddr(p + 8, root) != 1)
     return weftSetError(weftInvalidArgument,
                         "bootstrap: the unique id holds no valid root address");
   memcpy(secret, p + 32, SECRET_BYTES);
@@ -331,7 +336,7 @@ static weftResult_t resolveRendezvous(const weftUniqueId *id, struct rendezvous 
   if (id == NULL)
     return weftSetError(weftInvalidArgument,
                         "bootstrap: no unique id given and WEFT_COMM_ID unset");
-  WEFTCHECK(decodeId(id, &rv->root, rv->secret));
+  WEFTCHECK(weftBootstrapParseId(id, &rv->root, rv->secret));
   weftSockAddrName(&rv->root, rv->rootName);
   return weftSuccess;
 }
@@ -370,12 +375,6 @@ struct pendingSet {
   struct pendingPeer *peers;
   size_t count, cap;
   char owner[WEFT_SOCK_NAME_MAX + 32]; /* the listener, for log lines */
-};
-
-struct hello {
-  uint32_t kind, rank, nranks;
-  uint8_t clientNonce[NONCE_BYTES];
-  uint8_t addr[ADDR_BYTES];
 };
 
 static void pendingDrop(struct pendingSet *set, size_t i, int level, const char *why) {
@@ -491,11 +490,14 @@ static int pendingReceive(struct pendingSet *set, size_t i) {
   return peer->helloLen == HELLO_BYTES;
 }
 
-/* Checks the MAC of peer's complete hello and decodes it; NULL, or why it is refused. */
-static const char *helloOpen(const uint8_t *secret, const struct pendingPeer *peer,
-                             struct hello *h) {
-  const uint8_t *payload = peer->hello + 12;
-  if (getBe64(peer->hello + 4) != helloMac(secret, peer->nonce, payload))
+/* Checks the magic and MAC of a complete hello and decodes it; NULL, or why it is refused. */
+const char *weftBootstrapParseHello(const uint8_t *secret, const uint8_t *serverNonce,
+                                    const uint8_t *hello,
+                                    struct weftBootstrapHello *h) {
+  const uint8_t *payload = hello + 12;
+  memset(h, 0, sizeof *h);
+  if (getBe32(hello) != HELLO_MAGIC) return "not a weft hello (wrong magic)";
+  if (getBe64(hello + 4) != helloMac(secret, serverNonce, payload))
     return "wrong MAC: it does not hold this communicator's secret";
   h->kind = getBe32(payload);
   h->rank = getBe32(payload + 4);
@@ -503,6 +505,24 @@ static const char *helloOpen(const uint8_t *secret, const struct pendingPeer *pe
   memcpy(h->clientNonce, payload + 12, NONCE_BYTES);
   memcpy(h->addr, payload + 12 + NONCE_BYTES, ADDR_BYTES);
   return NULL;
+}
+
+int weftBootstrapCheckHello(const struct weftBootstrapHello *h, uint32_t kind, int nranks,
+                            int rank, char *why, size_t len) {
+  if (h->kind != kind)
+    snprintf(why, len, "hello of kind %u, expected %s", h->kind,
+             kind == HELLO_REGISTER ? "a registration" : "a ring hello");
+  else if (h->nranks < 1 || h->nranks > MAX_RANKS)
+    snprintf(why, len, "nranks %u out of range 1..%d", h->nranks, MAX_RANKS);
+  else if (nranks != 0 && h->nranks != (uint32_t)nranks)
+    snprintf(why, len, "nranks %u, but the communicator has %d ranks", h->nranks, nranks);
+  else if (h->rank >= h->nranks)
+    snprintf(why, len, "rank %u out of range 0..%u", h->rank, h->nranks - 1);
+  else if (rank >= 0 && h->rank != (uint32_t)rank)
+    snprintf(why, len, "hello from rank %u; expected rank %d", h->rank, rank);
+  else
+    return 0;
+  return 1;
 }
 
 static void helloBuild(uint8_t out[HELLO_BYTES], const uint8_t *secret, const uint8_t *serverNonce,
@@ -627,16 +647,11 @@ static void rootQueueReplies(struct root *r, int64_t now) {
 
 /* Why hello h cannot register (into why), or 0 when it can. The first authenticated hello
  * fixes nranks. */
-static int rootRefuses(struct root *r, const struct hello *h, char *why, size_t len) {
-  if (h->kind != HELLO_REGISTER)
-    snprintf(why, len, "hello of kind %u, expected a registration", h->kind);
-  else if (h->nranks < 1 || h->nranks > MAX_RANKS)
-    snprintf(why, len, "nranks %u out of range 1..%d", h->nranks, MAX_RANKS);
-  else if (r->nranks != 0 && h->nranks != (uint32_t)r->nranks)
-    snprintf(why, len, "nranks %u, but the communicator has %d ranks", h->nranks, r->nranks);
-  else if (h->rank >= h->nranks)
-    snprintf(why, len, "rank %u out of range 0..%u", h->rank, h->nranks - 1);
-  else if (r->nranks != 0 && r->byRank[h->rank] != NULL)
+static int rootRefuses(struct root *r, const struct weftBootstrapHello *h, char *why,
+                       size_t len) {
+  if (weftBootstrapCheckHello(h, HELLO_REGISTER, r->nranks, -1, why, len) != 0)
+    return 1;
+  if (r->nranks != 0 && r->byRank[h->rank] != NULL)
     snprintf(why, len, "rank %u is already registered (from %s)", h->rank,
              r->byRank[h->rank]->name);
   else
@@ -665,9 +680,9 @@ static int rootSizeFor(struct root *r, int nranks) {
 /* Handles the complete hello of pending peer i: registers it or drops it. */
 static void rootAdmit(struct root *r, size_t i) {
   struct pendingPeer *peer = &r->pending.peers[i];
-  struct hello h;
+  struct weftBootstrapHello h;
   char why[160];
-  const char *refusal = helloOpen(r->secret, peer, &h);
+  const char *refusal = weftBootstrapParseHello(r->secret, peer->nonce, peer->hello, &h);
   if (refusal == NULL && rootRefuses(r, &h, why, sizeof why)) refusal = why;
   if (refusal == NULL && rootSizeFor(r, (int)h.nranks) != 0) refusal = "out of memory";
   struct rootClient *c = refusal == NULL ? calloc(1, sizeof *c) : NULL;
@@ -929,6 +944,8 @@ static weftResult_t dialRoot(const struct rendezvous *rv, int rank, int64_t star
     }
     char text[128];
     int64_t now = weftNowMs();
+    if (weftThreadAbortFlag != NULL && atomic_load(weftThreadAbortFlag))
+      return weftSetError(weftRemoteError, "bootstrap: rank %d: init aborted", rank);
     if (rc == WEFT_SOCK_TIMEOUT || (rootConnectRetryable(rc) && now >= deadlineMs))
       return weftSetError(weftTimeout,
                           "bootstrap: rank %d timed out after %lld ms %s the root at %s (last: %s)",
@@ -983,20 +1000,46 @@ static weftResult_t registrationWaitError(const struct registration *reg, int rc
       b->rank, elapsed, reg->rv->rootName);
 }
 
+int weftBootstrapParseTable(const uint8_t *table, int nranks, union weftSockAddr *peers) {
+  for (int rank = 0; rank < nranks; rank++) {
+    int found = weftBootstrapParseAddr(table + (size_t)rank * ADDR_BYTES, &peers[rank]);
+    if (found < 0 || (found == 0 && nranks > 1)) return rank;
+  }
+  return -1;
+}
+
 static weftResult_t decodeTable(const struct registration *reg, const uint8_t *table) {
   struct weftBootstrap *b = reg->b;
   b->peers = calloc((size_t)b->nranks, sizeof *b->peers);
   if (b->peers == NULL)
     return weftSetError(weftSystemError, "bootstrap: out of memory for %d peers", b->nranks);
-  for (int rank = 0; rank < b->nranks; rank++) {
-    int found = decodeAddr(table + (size_t)rank * ADDR_BYTES, &b->peers[rank]);
-    if (found < 0 || (found == 0 && b->nranks > 1))
-      return weftSetError(
-          weftRemoteError,
-          "bootstrap: the table from the root at %s has no valid address for rank %d",
-          reg->rv->rootName, rank);
-  }
+  int bad = weftBootstrapParseTable(table, b->nranks, b->peers);
+  if (bad >= 0)
+    return weftSetError(weftRemoteError,
+                        "bootstrap: the table from the root at %s has no valid address for rank %d",
+                        reg->rv->rootName, bad);
   return weftSuccess;
+}
+
+int weftBootstrapParseReplyHeader(const uint8_t *head, int nranks,
+                                  uint32_t *type, uint32_t *arg, size_t *bodyLen) {
+  *type = getBe32(head + 4);
+  *arg = getBe32(head + 8);
+  *bodyLen = getBe32(head + 12);
+  if (getBe32(head) != REPLY_MAGIC || *type < REPLY_STATUS || *type > REPLY_ABORT) return -1;
+  if (*bodyLen != (*type == REPLY_TABLE ? (size_t)nranks * ADDR_BYTES : 0)) return -1;
+  /* arg counts ranks: the table's is nranks, a progress report's at most nranks. */
+  if (*type == REPLY_TABLE ? *arg != (uint32_t)nranks : *arg > (uint32_t)nranks) return -1;
+  return 0;
+}
+
+int weftBootstrapCheckReplyMac(const uint8_t *secret, const uint8_t *clientNonce,
+                               const uint8_t *serverNonce, uint32_t seq,
+                               const uint8_t *head, const uint8_t *body,
+                               size_t bodyLen) {
+  uint64_t digest = bodyDigest(secret, body, bodyLen);
+  return getBe64(head + 16) == replyMac(secret, clientNonce, serverNonce, seq, head, digest) ? 0
+                                                                                             : -1;
 }
 
 /* Receives one reply; on success *body holds its body (the caller frees it). */
@@ -1006,15 +1049,12 @@ static weftResult_t receiveReply(struct registration *reg, uint32_t *type, uint3
   *body = NULL;
   int rc = weftSocketRecvAll(reg->fd, head, sizeof head, reg->deadlineMs);
   if (rc != 0) return registrationWaitError(reg, rc, "waiting for the rank table");
-  *type = getBe32(head + 4);
-  *arg = getBe32(head + 8);
-  size_t bodyLen = getBe32(head + 12);
-  size_t tableLen = (size_t)reg->b->nranks * ADDR_BYTES;
-  if (getBe32(head) != REPLY_MAGIC || *type < REPLY_STATUS || *type > REPLY_ABORT ||
-      bodyLen != (*type == REPLY_TABLE ? tableLen : 0))
+  size_t bodyLen = 0;
+  if (weftBootstrapParseReplyHeader(head, reg->b->nranks, type, arg, &bodyLen) != 0)
     return weftSetError(weftRemoteError,
-                        "bootstrap: malformed reply from the root at %s (type %u, %zu body bytes)",
-                        reg->rv->rootName, *type, bodyLen);
+                        "bootstrap: malformed reply from the root at %s (type %u, arg %u, %zu body "
+                        "bytes)",
+                        reg->rv->rootName, *type, *arg, bodyLen);
   if (bodyLen > 0) {
     *body = malloc(bodyLen);
     if (*body == NULL)
@@ -1022,9 +1062,8 @@ static weftResult_t receiveReply(struct registration *reg, uint32_t *type, uint3
     rc = weftSocketRecvAll(reg->fd, *body, bodyLen, reg->deadlineMs);
     if (rc != 0) return registrationWaitError(reg, rc, "receiving the rank table");
   }
-  uint64_t digest = bodyDigest(reg->rv->secret, *body, bodyLen);
-  if (getBe64(head + 16) !=
-      replyMac(reg->rv->secret, reg->clientNonce, reg->serverNonce, reg->seq++, head, digest))
+  if (weftBootstrapCheckReplyMac(reg->rv->secret, reg->clientNonce, reg->serverNonce, reg->seq++,
+                                 head, *body, bodyLen) != 0)
     return weftSetError(
         weftRemoteError,
         "bootstrap: reply from %s has a wrong MAC: it is not the root of this communicator",
@@ -1182,15 +1221,12 @@ static int ringOnPending(struct ringSetup *rs, size_t i) {
   struct weftBootstrap *b = rs->b;
   if (pendingReceive(&rs->pending, i) != 1) return 0;
   struct pendingPeer *peer = &rs->pending.peers[i];
-  struct hello h;
+  struct weftBootstrapHello h;
   char why[160];
-  const char *refusal = helloOpen(rs->secret, peer, &h);
-  if (refusal == NULL && (h.kind != HELLO_RING || h.nranks != (uint32_t)b->nranks ||
-                          h.rank != (uint32_t)prevRank(b))) {
-    snprintf(why, sizeof why, "ring hello of kind %u from rank %u of %u; expected rank %d of %d",
-             h.kind, h.rank, h.nranks, prevRank(b), b->nranks);
+  const char *refusal = weftBootstrapParseHello(rs->secret, peer->nonce, peer->hello, &h);
+  if (refusal == NULL &&
+      weftBootstrapCheckHello(&h, HELLO_RING, b->nranks, prevRank(b), why, sizeof why) != 0)
     refusal = why;
-  }
   if (refusal != NULL) {
     pendingDrop(&rs->pending, i, WEFT_LOG_WARN, refusal);
     return 0;

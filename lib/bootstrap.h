@@ -43,4 +43,40 @@ uint64_t weftSipHash(const uint8_t key[16], const void *msg, size_t len);
  * "^lo" excludes, "=eth0" exact). An empty spec matches everything. */
 int weftIfnameMatches(const char *spec, const char *ifname);
 
+/* ---- Parsers of bytes from other processes (internal; exposed for tests/fuzz) ---- */
+#define WEFT_BOOT_ADDR_BYTES 24
+#define WEFT_BOOT_HELLO_BYTES 64
+#define WEFT_BOOT_REPLY_HEADER_BYTES 24
+#define WEFT_BOOT_HELLO_REGISTER 1u
+#define WEFT_BOOT_HELLO_RING 2u
+struct weftBootstrapHello {
+  uint32_t kind, rank, nranks;
+  uint8_t clientNonce[16];
+  uint8_t addr[WEFT_BOOT_ADDR_BYTES];
+};
+/* Checks the magic and the MAC (secret, the listener's 16-byte nonce) of a 64-byte hello and
+ * decodes it: NULL, or why it is refused. */
+const char *weftBootstrapParseHello(const uint8_t *secret, const uint8_t *serverNonce,
+                                    const uint8_t *hello, struct weftBootstrapHello *h);
+/* Whether an opened hello may be accepted: its kind, nranks in range (and equal to nranks
+ * unless 0), rank below nranks (and equal to rank unless -1). 0, or 1 with why filled. */
+int weftBootstrapCheckHello(const struct weftBootstrapHello *h, uint32_t kind, int nranks,
+                            int rank, char *why, size_t len);
+/* A 24-byte address: 1 an address, 0 none (family 0), -1 malformed. */
+int weftBootstrapParseAddr(const uint8_t *in, union weftSockAddr *addr);
+/* The root address and the secret of a unique id; weftInvalidArgument if it is not one. */
+weftResult_t weftBootstrapParseId(const weftUniqueId *id, union weftSockAddr *root,
+                                  uint8_t *secret);
+/* A root reply's 24-byte header for a rank of an nranks communicator: 0, or -1 when the magic,
+ * type, body length or rank count (arg) is wrong. */
+int weftBootstrapParseReplyHeader(const uint8_t *head, int nranks, uint32_t *type, uint32_t *arg,
+                                  size_t *bodyLen);
+/* 0 when the header's MAC covers the header, the body and reply number seq. */
+int weftBootstrapCheckReplyMac(const uint8_t *secret, const uint8_t *clientNonce,
+                               const uint8_t *serverNonce, uint32_t seq, const uint8_t *head,
+                               const uint8_t *body, size_t bodyLen);
+/* Decodes the rank table (nranks addresses) into peers: -1 when every entry is valid, else
+ * the first rank without a valid address. */
+int weftBootstrapParseTable(const uint8_t *table, int nranks, union weftSockAddr *peers);
+
 #endif

@@ -1,6 +1,65 @@
-/* Collective entry points: validate the arguments, let the tuner choose, run. */
+/* Collective entry points: validate the arguments, let the tuner choose, run; record every
+ * call in the flight recorder, and turn a failed collective into the communicator's sticky
+ * error (weftCommFail). */
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "param.h"
+#include "reduce.h"
+
+/* The flight recorder's clock: CLOCK_MONOTONIC_COARSE costs ~12 ns where CLOCK_MONOTONIC
+ * costs ~50, and is read once per successful collective (its start; it finished before the
+ * next one started), so an 8-byte AllReduce does not notice. Its resolution (a tick, 1-4 ms)
+ * is enough to see which operation hung and for how long. */
+static int64_t nowUs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Refuses a communicator that cannot run a collective now, with the reason. */
+static weftResult_t checkUsable(struct weftComm *comm, const char *api) {
+  weftResult_t state = (weftResult_t)atomic_load_explicit(&comm->asyncError, memory_order_acquire);
+  if (state == weftInProgress)
+    return weftSetError(weftInvalidUsage,
+                        "%s: rank %d: non-blocking init still in progress (poll "
+                        "weftCommGetAsyncError until it reports weftSuccess)", api, comm->rank);
+  if (state != weftSuccess)
+    return weftSetError(state,
+                        "%s: rank %d: communicator failed earlier (%s); only weftCommDestroy or "
+                        "weftCommAbort remain: %s", api, comm->rank, weftGetErrorString(state),
+                        comm->lastError);
+  if (comm->finalized)
+    return weftSetError(weftInvalidUsage, "%s: rank %d: communicator finalized", api, comm->rank);
+  if (weftCommAborted(comm)) return weftAbortedError(comm);
+  return weftSuccess;
+}
+
+void weftFlightDump(struct weftComm *comm, const char *why) {
+  uint64_t n = comm->flightNext, first = n > WEFT_FLIGHT_OPS ? n - WEFT_FLIGHT_OPS : 0;
+  int64_t now = nowUs();
+  fprintf(stderr, "[%d] WEFT flight recorder: %s; last %llu of %llu operations (times in us, coarse clock, "
+          "before now):\n", comm->rank, why, (unsigned long long)(n - first),
+          (unsigned long long)n);
+  for (uint64_t i = first; i < n; i++) {
+    const struct weftFlightEntry *e = &comm->flight[i % WEFT_FLIGHT_OPS];
+    char end[48];
+    if (e->endUs > 0) snprintf(end, sizeof end, "-%lld", (long long)(now - e->endUs));
+    else if (e->endUs == 0) snprintf(end, sizeof end, "running");
+    else if (i + 1 < n)
+      snprintf(end, sizeof end, "<=-%lld",
+               (long long)(now - comm->flight[(i + 1) % WEFT_FLIGHT_OPS].startUs));
+    else snprintf(end, sizeof end, "done");
+    fprintf(stderr, "[%d] WEFT flight seq %llu %s count %zu %s %s algo %s start -%lld finish %s "
+            "rc %d\n", comm->rank, (unsigned long long)e->seq, e->coll, e->count,
+            weftTypeName((weftDataType_t)e->type), weftOpName((weftRedOp_t)e->op), e->algo,
+            (long long)(now - e->startUs), end, e->rc);
+  }
+  fflush(stderr);
+}
 
 /* The AllReduce entry point: validate, choose, run. */
 weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -10,10 +69,30 @@ weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   WEFTCHECK(weftCheckComm(comm, "weftAllReduce"));
   struct weftCollArgs args = {sendbuff, recvbuff, count, 0, datatype, op, comm->opSeq};
   weftResult_t rc = weftCheckCollArgs(sendbuff, recvbuff, count, datatype, op, &args.bytes);
+  if (rc == weftSuccess) rc = checkUsable(comm, "weftAllReduce");
   if (rc != weftSuccess) return weftReportTo(comm, rc);
   if (count == 0) return weftSuccess;
+  /* A plain store, not a locked add: one thread calls collectives on a communicator, and
+   * weftCommAbort only has to see calls that are already waiting (see weftCommAbort). */
+  atomic_store_explicit(&comm->busy, 1, memory_order_release);
   int algo = weftTuneChoose(comm, args.bytes);
-  comm->opSeq++;
+  args.seq = ++comm->opSeq;
+  comm->opSig[0] = args.seq;
+  comm->opSig[1] = (uint64_t)count << 16 | (uint64_t)datatype << 8 | (uint64_t)op;
+  struct weftFlightEntry *e = &comm->flight[comm->flightNext++ % WEFT_FLIGHT_OPS];
+  *e = (struct weftFlightEntry){args.seq, "AllReduce", weftAlgos[algo]->name, count, datatype, op,
+                                nowUs(), 0, 0};
+  for (int a = 0; weftAlgos[a] != NULL; a++)
+    if (weftAlgos[a]->begin != NULL && comm->algoState[a] != NULL)
+      weftAlgos[a]->begin(comm->algoState[a], &args);
   rc = weftAlgos[algo]->allReduce(comm->algoState[algo], comm, &args);
-  return weftReportTo(comm, rc);
+  e->endUs = rc == weftSuccess ? -1 : nowUs();
+  e->rc = rc;
+  if (rc != weftSuccess) {
+    if (rc == weftTimeout && weftParamFlightRecorder()) weftFlightDump(comm, weftThreadLastError());
+    rc = weftCommFail(comm, rc);
+  }
+  rc = weftReportTo(comm, rc);
+  atomic_store_explicit(&comm->busy, 0, memory_order_release);
+  return rc;
 }

@@ -1,12 +1,18 @@
 /* Communicator life cycle: init (bootstrap, topology, transports, ring, algorithms), queries,
  * destroy, and the error reporting API. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
 #include "param.h"
+#include "socket.h"
 
 int64_t weftDeadline(const struct weftComm *comm) { return weftNowMs() + comm->timeoutMs; }
 
@@ -62,7 +68,7 @@ static weftResult_t exchangePeerInfo(struct weftComm *comm) {
   if (comm->peers == NULL) return weftSetError(weftSystemError, "out of memory");
   WEFTCHECK(weftTopoFillPeerInfo(&comm->peers[comm->rank], comm->rank));
   WEFTCHECK(weftBootstrapAllGather(comm->boot, comm->peers, sizeof *comm->peers, weftDeadline(comm)));
-  for (int r = 0; r < comm->nranks; r++) comm->peers[r].hostId[WEFT_HOSTID_BYTES - 1] = '\0';
+  for (int r = 0; r < comm->nranks; r++) weftTopoParsePeerInfo(&comm->peers[r]);
   return weftSuccess;
 }
 
@@ -98,10 +104,58 @@ static weftResult_t checkInitArgs(weftComm_t *out, int nranks, int rank, int64_t
   return weftSuccess;
 }
 
-weftResult_t weftCommInitRank(weftComm_t *out, int nranks, weftUniqueId commId, int rank) {
+/* Everything of init that talks to peers; on failure the caller frees with commFree. */
+static weftResult_t commInitBody(struct weftComm *comm) {
+  WEFTCHECK(weftBootstrapInit(&comm->initId, comm->rank, comm->nranks, weftDeadline(comm), &comm->boot));
+  WEFTCHECK(exchangePeerInfo(comm));
+  WEFTCHECK(findLocalRanks(comm));
+  chooseWaitStrategy(comm);
+  WEFTCHECK(weftTransportsInit(comm));
+  WEFTCHECK(weftRingConnect(comm));
+  WEFTCHECK(algosInit(comm));
+  WEFTCHECK(weftTuneInit(comm));
+  INFO(WEFT_INIT, "rank %d of %d ready: %d hosts, %d ranks on this host", comm->rank, comm->nranks,
+       comm->nHosts, comm->nLocalRanks);
+  return weftSuccess;
+}
+
+/* A non-blocking init: the body in its own thread; the result lands in asyncError. */
+static void *initThreadMain(void *arg) {
+  struct weftComm *comm = arg;
+  weftLogSetRank(comm->rank);
+  weftClearThreadError();
+  weftThreadAbortFlag = &comm->abortFlag;
+  weftResult_t rc = commInitBody(comm);
+  if (rc != weftSuccess && weftCommAborted(comm)) rc = weftAbortedError(comm);
+  if (rc != weftSuccess) snprintf(comm->lastError, sizeof comm->lastError, "%s", weftThreadLastError());
+  weftThreadAbortFlag = NULL;
+  atomic_store(&comm->asyncError, rc);
+  return NULL;
+}
+
+static weftResult_t checkConfig(const weftConfig_t *config, int *blocking, int64_t *timeoutMs) {
+  if (config == NULL) return weftSuccess;
+  if (config->size != sizeof(weftConfig_t) || config->magic != WEFT_CONFIG_MAGIC)
+    return weftSetError(weftInvalidArgument,
+                        "weftCommInitRankConfig: config was not made from WEFT_CONFIG_INITIALIZER "
+                        "(size %zu, magic 0x%x)", config->size, config->magic);
+  if (config->blocking != WEFT_CONFIG_UNDEF_INT) {
+    if (config->blocking != 0 && config->blocking != 1)
+      return weftSetError(weftInvalidArgument, "weftCommInitRankConfig: blocking=%d is not 0 or 1",
+                          config->blocking);
+    *blocking = config->blocking;
+  }
+  if (config->timeoutMs != WEFT_CONFIG_UNDEF_INT) *timeoutMs = config->timeoutMs;
+  return weftSuccess;
+}
+
+weftResult_t weftCommInitRankConfig(weftComm_t *out, int nranks, weftUniqueId commId, int rank,
+                                    weftConfig_t *config) {
   weftLogInit();
   weftClearThreadError();
   int64_t timeoutMs = weftParamTimeoutMs();
+  int blocking = 1;
+  WEFTCHECK(checkConfig(config, &blocking, &timeoutMs));
   WEFTCHECK(checkInitArgs(out, nranks, rank, timeoutMs));
   weftLogSetRank(rank);
   struct weftComm *comm = calloc(1, sizeof *comm);
@@ -113,23 +167,37 @@ weftResult_t weftCommInitRank(weftComm_t *out, int nranks, weftUniqueId commId, 
   comm->spinIters = comm->spinMax = 0;
   comm->yieldIters = 1000;
   comm->forcedAlgo = -1;
+  comm->initId = commId;
   weftResult_t rc;
-  WEFTCHECKGOTO(weftBootstrapInit(&commId, rank, nranks, weftDeadline(comm), &comm->boot), rc, fail);
-  WEFTCHECKGOTO(exchangePeerInfo(comm), rc, fail);
-  WEFTCHECKGOTO(findLocalRanks(comm), rc, fail);
-  chooseWaitStrategy(comm);
-  WEFTCHECKGOTO(weftTransportsInit(comm), rc, fail);
-  WEFTCHECKGOTO(weftRingConnect(comm), rc, fail);
-  WEFTCHECKGOTO(algosInit(comm), rc, fail);
-  WEFTCHECKGOTO(weftTuneInit(comm), rc, fail);
+  if (blocking) {
+    WEFTCHECKGOTO(commInitBody(comm), rc, fail);
+    WEFTCHECKGOTO(weftCommRegisterLive(comm), rc, fail);
+    *out = comm;
+    return weftSuccess;
+  }
+  /* Live from the start, so that GetAsyncError, Abort and Destroy accept the handle. */
+  atomic_store(&comm->asyncError, weftInProgress);
   WEFTCHECKGOTO(weftCommRegisterLive(comm), rc, fail);
-  INFO(WEFT_INIT, "rank %d of %d ready: %d hosts, %d ranks on this host", rank, nranks,
-       comm->nHosts, comm->nLocalRanks);
+  int err = pthread_create(&comm->initThread, NULL, initThreadMain, comm);
+  if (err != 0) {
+    weftCommUnregisterLive(comm);
+    rc = weftSetSysError(err, "weftCommInitRankConfig: pthread_create");
+    goto fail;
+  }
+  atomic_store(&comm->initThreadStarted, 1);
   *out = comm;
-  return weftSuccess;
+  return weftInProgress;
 fail:
   commFree(comm);
   return rc;
+}
+
+weftResult_t weftCommInitRank(weftComm_t *out, int nranks, weftUniqueId commId, int rank) {
+  return weftCommInitRankConfig(out, nranks, commId, rank, NULL);
+}
+
+static void joinInitThread(struct weftComm *comm) {
+  if (atomic_exchange(&comm->initThreadStarted, 0)) pthread_join(comm->initThread, NULL);
 }
 
 weftResult_t weftCommDestroy(weftComm_t comm) {
@@ -137,9 +205,114 @@ weftResult_t weftCommDestroy(weftComm_t comm) {
   if (!weftCommIsLive(comm))
     return weftSetError(weftInvalidUsage, "weftCommDestroy: comm %p is not live (destroyed twice?)",
                         (void *)comm);
+  joinInitThread(comm);
   weftCommUnregisterLive(comm);
   commFree(comm);
   return weftSuccess;
+}
+
+weftResult_t weftAbortedError(const struct weftComm *comm) {
+  return weftSetError(weftRemoteError, "rank %d: communicator aborted (weftCommAbort)", comm->rank);
+}
+
+weftResult_t weftCommAbort(weftComm_t comm) {
+  if (comm == NULL) return weftSuccess;
+  if (!weftCommIsLive(comm))
+    return weftSetError(weftInvalidUsage, "weftCommAbort: comm %p is not live (destroyed twice?)",
+                        (void *)comm);
+  atomic_store(&comm->abortFlag, 1);
+  joinInitThread(comm);
+  /* Calls in other threads see the flag at their next wait and leave. A call that starts
+   * while abort runs is a use after free by contract; the grace period only makes a call
+   * that had just started visible here. */
+  struct timespec grace = {0, 1000000};
+  nanosleep(&grace, NULL);
+  while (atomic_load(&comm->busy) > 0) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+  INFO(WEFT_INIT, "rank %d: communicator aborted", comm->rank);
+  weftCommUnregisterLive(comm);
+  commFree(comm);
+  return weftSuccess;
+}
+
+weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t *asyncError) {
+  WEFTCHECK(weftCheckComm(comm, "weftCommGetAsyncError"));
+  if (asyncError == NULL)
+    return weftReportTo(comm, weftSetError(weftInvalidArgument, "weftCommGetAsyncError: asyncError is NULL"));
+  weftResult_t rc = (weftResult_t)atomic_load(&comm->asyncError);
+  if (rc != weftInProgress) joinInitThread(comm); /* done: reap it now */
+  *asyncError = rc;
+  return weftSuccess;
+}
+
+weftResult_t weftCommFinalize(weftComm_t comm) {
+  WEFTCHECK(weftCheckComm(comm, "weftCommFinalize"));
+  weftResult_t state = (weftResult_t)atomic_load(&comm->asyncError);
+  if (state == weftInProgress) return weftInProgress;
+  comm->finalized = 1;
+  return weftSuccess;
+}
+
+int weftProcessGone(int pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64], stat[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "re");
+  if (f == NULL) return 0;
+  size_t n = fread(stat, 1, sizeof stat - 1, f);
+  fclose(f);
+  stat[n] = '\0';
+  const char *end = strrchr(stat, ')');
+  return end != NULL && end[1] == ' ' && end[2] == 'Z';
+}
+
+/* Ranks of this host whose process is gone, as "rank 2 (pid 123 on host h)" items. */
+static int describeDeadPeers(struct weftComm *comm, char *buf, size_t len) {
+  int found = 0;
+  size_t o = 0;
+  buf[0] = '\0';
+  int me = comm->rank;
+  for (int r = 0; r < comm->nranks && comm->peers != NULL; r++) {
+    const struct weftPeerInfo *p = &comm->peers[r];
+    if (r == me || p->hostHash != comm->peers[me].hostHash || p->pid == (int)getpid() || p->pid <= 0)
+      continue;
+    if (!weftProcessGone(p->pid)) continue;
+    if (o < len)
+      o += (size_t)snprintf(buf + o, len - o, "%srank %d (pid %d on host %s)", found ? ", " : "", r,
+                            p->pid, p->hostname);
+    found++;
+  }
+  return found;
+}
+
+weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc) {
+  int expected = weftSuccess;
+  atomic_compare_exchange_strong(&comm->asyncError, &expected, (int)rc);
+  if (weftCommAborted(comm)) return rc;
+  if (rc == weftRemoteError) {
+    char dead[512];
+    int n = describeDeadPeers(comm, dead, sizeof dead);
+    if (n > 0 && strstr(weftThreadLastError(), dead) == NULL) {
+      char was[1024];
+      snprintf(was, sizeof was, "%s", weftThreadLastError());
+      weftSetError(rc, "%s; dead: %s", was, dead);
+    }
+  }
+  if (rc == weftTimeout) return rc; /* the others time out by themselves, naming whom they wait for */
+  /* Closing every link makes the peers blocked on them fail at once (a shm peer sees the
+   * closed flag, a tcp peer the end of stream): the error spreads along the schedule. */
+  weftConnCloseReason = rc == weftInvalidUsage ? weftInvalidUsage : 0;
+  for (int a = 0; weftAlgos[a] != NULL; a++)
+    if (comm->algoState[a] != NULL && comm->algoState[a] != (void *)&comm->ring) {
+      weftAlgos[a]->finalize(comm->algoState[a]);
+      comm->algoState[a] = NULL;
+    }
+  weftRingClose(&comm->ring);
+  weftConnCloseReason = 0;
+  for (int a = 0; weftAlgos[a] != NULL; a++) comm->algoState[a] = NULL;
+  return rc;
 }
 
 weftResult_t weftCommCount(const weftComm_t comm, int *count) {

@@ -138,7 +138,10 @@ out:
   return rc;
 }
 
+_Thread_local int weftConnCloseReason;
+
 void weftConnClose(struct weftConn *c) {
+  c->closeReason = weftConnCloseReason;
   if (c->ops != NULL) c->ops->close(c);
   memset(c, 0, sizeof *c);
 }

@@ -2,6 +2,8 @@
 #ifndef WEFT_CORE_H_
 #define WEFT_CORE_H_
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include "weft.h"
 #include "transport.h"
@@ -42,6 +44,18 @@ struct weftLinkReq {
   struct weftConn *conn;
 };
 
+/* One collective in the flight recorder (an always-on ring of the last WEFT_FLIGHT_OPS). */
+#define WEFT_FLIGHT_OPS 64
+struct weftFlightEntry {
+  uint64_t seq;
+  const char *coll, *algo;
+  size_t count;
+  int type, op;
+  int64_t startUs, endUs; /* CLOCK_MONOTONIC_COARSE; endUs 0 while running, -1 when it
+                             succeeded (it finished before the next start), else when it failed */
+  int rc;
+};
+
 struct weftComm {
   uint64_t magic;
   int rank, nranks;
@@ -56,6 +70,8 @@ struct weftComm {
   int spinMax;    /* its ceiling: WEFT_SPIN_ITERS, 0 when ranks outnumber cores */
   int yieldIters; /* yields before a wait sleeps */
   uint64_t opSeq; /* collectives started on this communicator */
+  uint64_t opSig[2]; /* the running collective's signature: opSeq, count << 16 | type << 8 | op */
+  int64_t lastWatchMs; /* when a wait last called the algorithms' watch() */
 
   void *transportState[WEFT_MAX_TRANSPORTS];
   struct weftRing ring;
@@ -64,7 +80,39 @@ struct weftComm {
   int forcedAlgo; /* index in weftAlgos, -1 = the tuner decides */
 
   char lastError[1024];
+
+  /* Fault handling (lib/comm.c). abortFlag is read by every wait (weftWaitPause, socket
+   * polls of init); busy counts API calls inside the library so abort frees nothing under
+   * them; asyncError is weftInProgress during a non-blocking init, then the sticky error. */
+  _Atomic int abortFlag;
+  _Atomic int busy;
+  _Atomic int asyncError;
+  int finalized;
+  _Atomic int initThreadStarted; /* exchanged to 0 by whoever joins it */
+  pthread_t initThread;
+  weftUniqueId initId;
+
+  struct weftFlightEntry flight[WEFT_FLIGHT_OPS];
+  uint64_t flightNext; /* entries ever written */
 };
+
+/* Whether weftCommAbort was called on comm. */
+static inline int weftCommAborted(const struct weftComm *comm) {
+  return atomic_load_explicit(&((struct weftComm *)comm)->abortFlag, memory_order_relaxed);
+}
+/* The error of a wait that saw the abort flag. */
+weftResult_t weftAbortedError(const struct weftComm *comm);
+/* Called by a collective that failed with rc: the communicator becomes unusable (sticky
+ * asyncError); on errors other than a timeout its connections are closed so that peers
+ * blocked on them fail in turn; a remote error names peers of this host that are dead.
+ * Returns rc. */
+weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc);
+/* 1 if the process is gone (or a zombie nobody reaped yet). */
+int weftProcessGone(int pid);
+/* Prints this rank's flight recorder (to the log file, or stderr). */
+void weftFlightDump(struct weftComm *comm, const char *why);
+/* The thread's abort flag for waits that do not see a communicator (bootstrap sockets). */
+extern _Thread_local _Atomic int *weftThreadAbortFlag;
 
 /* The number of entries in the NULL-terminated registries. */
 int weftTransportCount(void);
@@ -72,6 +120,11 @@ int weftAlgoCount(void);
 
 /* Topology (lib/topo.c). */
 weftResult_t weftTopoFillPeerInfo(struct weftPeerInfo *me, int rank);
+/* Parsers of bytes from outside (internal; exposed for tests/fuzz). A peer's info as received
+ * from the bootstrap: terminates its strings so they can be printed. The first line of the
+ * boot id file's textLen bytes, NUL-terminated in out (len bytes). */
+void weftTopoParsePeerInfo(struct weftPeerInfo *peer);
+void weftTopoParseBootId(const char *text, size_t textLen, char *out, size_t len);
 int weftTopoCpuCount(void);
 
 /* Transports of a communicator, and ring setup and teardown (lib/connect.c). */
@@ -80,6 +133,8 @@ void weftTransportsFinalize(struct weftComm *comm);
 /* Collective: every rank calls it at the same point with its own links (possibly none). */
 weftResult_t weftConnectLinks(struct weftComm *comm, struct weftLinkReq *reqs, int nreqs);
 void weftConnClose(struct weftConn *c);
+/* What weftConnClose puts in closeReason (weftCommFail sets it while it closes). */
+extern _Thread_local int weftConnCloseReason;
 /* Collective: connects a ring over order[0..n) (which must contain this rank). */
 weftResult_t weftRingSetup(struct weftComm *comm, struct weftRing *ring, const int *order, int n, int tag);
 void weftRingClose(struct weftRing *ring);

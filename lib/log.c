@@ -26,7 +26,7 @@ static const struct { const char *name; unsigned bit; } subsysNames[] = {
   {"IPC", WEFT_IPC},   {"ENV", WEFT_ENV},   {"ALL", WEFT_ALL},
 };
 
-static unsigned parseSubsys(const char *spec) {
+unsigned weftLogParseSubsys(const char *spec) {
   if (spec == NULL || *spec == '\0') return WEFT_ALL;
   int invert = spec[0] == '^';
   if (invert) spec++;
@@ -41,15 +41,25 @@ static unsigned parseSubsys(const char *spec) {
   return invert ? ~mask : mask;
 }
 
-static void openLogFile(const char *pattern) {
-  char path[512];
+void weftLogParseFilePattern(const char *pattern, const char *host, int pid, char *path,
+                             size_t len) {
+  if (len == 0) return;
   size_t o = 0;
-  for (const char *p = pattern; *p && o + 32 < sizeof path; p++) {
-    if (p[0] == '%' && p[1] == 'h') { o += snprintf(path + o, sizeof path - o, "%s", logHost); p++; }
-    else if (p[0] == '%' && p[1] == 'p') { o += snprintf(path + o, sizeof path - o, "%d", (int)getpid()); p++; }
-    else path[o++] = *p;
+  for (const char *p = pattern; *p && o + 1 < len; p++) {
+    int n = 0;
+    /* snprintf returns what it would have written: clamp, so o never passes the end. */
+    if (p[0] == '%' && p[1] == 'h') { n = snprintf(path + o, len - o, "%s", host); p++; }
+    else if (p[0] == '%' && p[1] == 'p') { n = snprintf(path + o, len - o, "%d", pid); p++; }
+    else { path[o++] = *p; continue; }
+    if (n < 0) break;
+    o = (size_t)n < len - o ? o + (size_t)n : len - 1;
   }
   path[o] = '\0';
+}
+
+static void openLogFile(const char *pattern) {
+  char path[512];
+  weftLogParseFilePattern(pattern, logHost, (int)getpid(), path, sizeof path);
   FILE *f = fopen(path, "w");
   if (f != NULL) { setvbuf(f, NULL, _IOLBF, 0); logFile = f; }
 }
@@ -64,7 +74,7 @@ static void logInitOnce(void) {
   if (strcasecmp(level, "WARN") == 0) lv = WEFT_LOG_WARN;
   else if (strcasecmp(level, "INFO") == 0) lv = WEFT_LOG_INFO;
   else if (strcasecmp(level, "TRACE") == 0) lv = WEFT_LOG_TRACE;
-  logSubsysMask = parseSubsys(weftParamDebugSubsys());
+  logSubsysMask = weftLogParseSubsys(weftParamDebugSubsys());
   const char *file = weftParamDebugFile();
   if (*file) openLogFile(file);
   __atomic_store_n(&weftLogLevel, lv, __ATOMIC_RELEASE);

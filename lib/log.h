@@ -4,6 +4,7 @@
 #define WEFT_LOG_H_
 
 #include <stdarg.h>
+#include <stddef.h>
 #include "weft.h"
 
 enum weftLogLevel { WEFT_LOG_NONE = 0, WEFT_LOG_WARN = 1, WEFT_LOG_INFO = 2, WEFT_LOG_TRACE = 3 };
@@ -36,6 +37,12 @@ void weftLogSetRank(int rank);
 weftResult_t weftSetError(weftResult_t rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Same, with ": <strerror(err)>" appended. */
 weftResult_t weftSetSysError(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parsers of the environment (internal; exposed for tests/fuzz). WEFT_DEBUG_SUBSYS: the mask of
+ * a comma list of subsystem names, "^" inverting it; WEFT_DEBUG_FILE: pattern with %h (host)
+ * and %p (pid) expanded into path, truncated to len - 1 bytes and always NUL-terminated. */
+unsigned weftLogParseSubsys(const char *spec);
+void weftLogParseFilePattern(const char *pattern, const char *host, int pid, char *path,
+                             size_t len);
 const char *weftThreadLastError(void);
 void weftClearThreadError(void);
 

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -48,7 +49,15 @@ weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer) {
   } else {
     sleepMicros(sleepStepUs(i - spin - yields));
   }
-  if (weftNowMs() > w->deadlineMs)
+  if (weftCommAborted(comm)) return weftAbortedError(comm);
+  int64_t now = weftNowMs();
+  if (now - comm->lastWatchMs >= WEFT_WATCH_MS) {
+    comm->lastWatchMs = now;
+    for (int a = 0; weftAlgos[a] != NULL; a++)
+      if (weftAlgos[a]->watch != NULL && comm->algoState[a] != NULL)
+        WEFTCHECK(weftAlgos[a]->watch(comm->algoState[a], comm));
+  }
+  if (now > w->deadlineMs)
     return weftSetError(weftTimeout,
                         "rank %d: timed out after %lld ms %s rank %d (operation %llu); set "
                         "WEFT_TIMEOUT_MS to wait longer",
@@ -75,7 +84,7 @@ void weftPrimsInitMulti(struct weftPrims *p, struct weftComm *comm, struct weftC
     p->recv[p->nrecv++] = recvs[i];
     if (recvs[i]->slotBytes < slotBytes) slotBytes = recvs[i]->slotBytes;
   }
-  p->pieceCount = slotBytes / p->typeSize;
+  p->pieceCount = (slotBytes - WEFT_PRIMS_SIG_BYTES) / p->typeSize;
 }
 
 void weftPrimsInit(struct weftPrims *p, struct weftComm *comm, struct weftConn *send,
@@ -95,6 +104,73 @@ static weftResult_t waitSendSlot(struct weftPrims *p, struct weftConn *c, void *
   return weftSuccess;
 }
 
+/* ---- signatures ---- */
+
+#define SIG_POISON UINT64_MAX
+/* What a poison slot carries before its trailer: the two ranks that disagreed and their
+ * signatures. */
+struct poison {
+  uint64_t sigA[2], sigB[2];
+  int32_t rankA, rankB;
+};
+
+static void describeSig(char *buf, size_t len, const uint64_t sig[2]) {
+  unsigned type = (unsigned)(sig[1] >> 8) & 0xff, op = (unsigned)sig[1] & 0xff;
+  snprintf(buf, len, "AllReduce(count %llu, %s, %s) (its operation %llu)",
+           (unsigned long long)(sig[1] >> 16),
+           type < weftNumTypes ? weftTypeName((weftDataType_t)type) : "?",
+           op < weftNumOps ? weftOpName((weftRedOp_t)op) : "?", (unsigned long long)sig[0]);
+}
+
+static void describeMismatch(char *buf, size_t len, struct weftComm *comm,
+                             const struct poison *m, int via) {
+  char a[160], b[160];
+  describeSig(a, sizeof a, m->sigA);
+  describeSig(b, sizeof b, m->sigB);
+  char how[64] = "";
+  if (via >= 0) snprintf(how, sizeof how, "; rank %d passed it on", via);
+  snprintf(buf, len,
+           "mismatched collectives at operation %llu: rank %d called %s, rank %d called %s "
+           "(rank %d learnt it from the data it received%s)",
+           (unsigned long long)comm->opSeq, m->rankA, a, m->rankB, b, comm->rank, how);
+}
+
+/* Best effort, never waits: a poison slot on every send link, so that the ranks downstream
+ * fail with the same weftInvalidUsage instead of a closed link. */
+static void sendPoison(struct weftPrims *p, const struct poison *m) {
+  for (int i = 0; i < p->nsend; i++) {
+    struct weftConn *c = p->send[i];
+    void *slot = NULL;
+    if (c->ops->sendSlot(c, &slot) != weftSuccess || slot == NULL) continue;
+    uint64_t trailer[2] = {SIG_POISON, (uint64_t)p->comm->rank};
+    memcpy(slot, m, sizeof *m);
+    memcpy((char *)slot + sizeof *m, trailer, sizeof trailer);
+    c->ops->sendPost(c, sizeof *m + sizeof trailer);
+  }
+}
+
+/* The received slot carries my signature, else fail (and tell downstream). */
+static weftResult_t checkSig(struct weftPrims *p, struct weftConn *c, const char *slot,
+                             size_t bytes, size_t expectBytes) {
+  uint64_t theirs[2] = {0, 0};
+  const uint64_t *mine = p->comm->opSig;
+  if (bytes >= WEFT_PRIMS_SIG_BYTES) memcpy(theirs, slot + bytes - WEFT_PRIMS_SIG_BYTES, sizeof theirs);
+  if (bytes == expectBytes + WEFT_PRIMS_SIG_BYTES && theirs[0] == mine[0] && theirs[1] == mine[1])
+    return weftSuccess;
+  struct poison m;
+  char msg[768];
+  if (theirs[0] == SIG_POISON && bytes == sizeof m + WEFT_PRIMS_SIG_BYTES) {
+    memcpy(&m, slot, sizeof m);
+    describeMismatch(msg, sizeof msg, p->comm, &m, c->peer);
+  } else {
+    m = (struct poison){{mine[0], mine[1]}, {theirs[0], theirs[1]}, p->comm->rank, c->peer};
+    if (bytes < WEFT_PRIMS_SIG_BYTES) m.sigB[0] = m.sigB[1] = 0;
+    describeMismatch(msg, sizeof msg, p->comm, &m, -1);
+  }
+  sendPoison(p, &m); /* first: a failure on a closed link sets an error this one replaces */
+  return weftSetError(weftInvalidUsage, "%s", msg);
+}
+
 static weftResult_t waitRecvSlot(struct weftPrims *p, struct weftConn *c, size_t expectBytes,
                                  const void **slot) {
   struct weftWaiter w;
@@ -106,12 +182,7 @@ static weftResult_t waitRecvSlot(struct weftPrims *p, struct weftConn *c, size_t
     WEFTCHECK(weftWaitPause(&w, "waiting for data from", c->peer));
   }
   weftWaitDone(&w);
-  if (bytes != expectBytes)
-    return weftSetError(weftInvalidUsage,
-                        "rank %d: received %zu bytes from rank %d where %zu were expected: the "
-                        "ranks called mismatched collectives (count or datatype differ)",
-                        p->comm->rank, bytes, c->peer, expectBytes);
-  return weftSuccess;
+  return checkSig(p, c, *slot, bytes, expectBytes);
 }
 
 /* Kinds of step; one loop below serves them all so piece splitting is written once. */
@@ -155,9 +226,12 @@ static weftResult_t stepPiece(struct weftPrims *p, enum stepKind kind, const cha
       first = in[0];
       break;
   }
-  for (int i = 0; i < nout; i++)
+  for (int i = 0; i < nout; i++) {
     if (out[i] != first) memcpy(out[i], first, bytes);
-  for (int i = 0; i < nout; i++) WEFTCHECK(p->send[i]->ops->sendPost(p->send[i], bytes));
+    memcpy((char *)out[i] + bytes, p->comm->opSig, WEFT_PRIMS_SIG_BYTES);
+  }
+  for (int i = 0; i < nout; i++)
+    WEFTCHECK(p->send[i]->ops->sendPost(p->send[i], bytes + WEFT_PRIMS_SIG_BYTES));
   for (int i = 0; i < nin; i++) WEFTCHECK(p->recv[i]->ops->recvDone(p->recv[i]));
   return weftSuccess;
 }

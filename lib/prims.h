@@ -33,11 +33,18 @@ static inline void weftWaitDone(struct weftWaiter *w) {
 /* Called each time the awaited condition is false. Returns weftTimeout (with a message naming
  * what, peer and the operation) once the communicator's timeout has passed. */
 weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer);
+/* How often a lasting wait calls the algorithms' watch() (see lib/algo.h). */
+#define WEFT_WATCH_MS 20
 
 /* Primitive steps on up to WEFT_PRIMS_MAX_PEERS receive and send connections (a ring uses one
  * of each; a tree node its children and its parent). Received pieces are reduced in the order
  * of recv[]; "final" steps apply weftReduceFinal with `divisor` (weftAvg divides by it). */
 #define WEFT_PRIMS_MAX_PEERS 3
+/* Every slot a prims step posts ends with the collective's 16-byte signature (comm->opSig);
+ * the receiver compares it with its own, so ranks that called different collectives (count,
+ * datatype, op or sequence) fail at their first received piece with weftInvalidUsage, and
+ * pass a "poison" slot carrying both signatures downstream before they close their links. */
+#define WEFT_PRIMS_SIG_BYTES 16
 struct weftPrims {
   struct weftComm *comm;
   struct weftConn *send[WEFT_PRIMS_MAX_PEERS], *recv[WEFT_PRIMS_MAX_PEERS];
@@ -58,7 +65,8 @@ void weftPrimsInitMulti(struct weftPrims *p, struct weftComm *comm, struct weftC
 
 /* Cuts steps into pieces of at most pieceBytes (both ends of every link must use the same). */
 static inline void weftPrimsSetPiece(struct weftPrims *p, size_t pieceBytes) {
-  if (pieceBytes >= p->typeSize) p->pieceCount = pieceBytes / p->typeSize;
+  if (pieceBytes >= p->typeSize + WEFT_PRIMS_SIG_BYTES)
+    p->pieceCount = (pieceBytes - WEFT_PRIMS_SIG_BYTES) / p->typeSize;
 }
 
 /* Each step moves count elements, split into slot-sized pieces both sides agree on. */

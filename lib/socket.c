@@ -112,12 +112,17 @@ static int parsePort(const char *text, uint16_t *port) {
   return 0;
 }
 
+int weftSocketParseHostPort(const char *text, char *host, size_t hostLen, uint16_t *port) {
+  const char *portText = NULL;
+  if (text == NULL || splitHostPort(text, host, hostLen, &portText) != 0) return -1;
+  return parsePort(portText, port);
+}
+
 weftResult_t weftSockAddrParse(const char *what, const char *text, int family,
                                union weftSockAddr *out) {
   char host[256];
-  const char *portText = NULL;
   uint16_t port = 0;
-  if (splitHostPort(text, host, sizeof host, &portText) != 0 || parsePort(portText, &port) != 0)
+  if (weftSocketParseHostPort(text, host, sizeof host, &port) != 0)
     return weftSetError(weftInvalidArgument,
                         "%s=\"%s\" is not host:port or [ipv6]:port with a port in 1..65535", what,
                         text);
@@ -422,9 +427,22 @@ int weftPollTimeout(int64_t deadlineMs) {
   return left > INT_MAX ? INT_MAX : (int)left;
 }
 
+_Thread_local _Atomic int *weftThreadAbortFlag;
+
+/* With an abort flag on this thread (a non-blocking init), polls in slices so that
+ * weftCommAbort stops it within WEFT_ABORT_POLL_MS. */
+#define WEFT_ABORT_POLL_MS 50
 int weftPollUntil(struct pollfd *fds, nfds_t nfds, int64_t deadlineMs) {
+  _Atomic int *abortFlag = weftThreadAbortFlag;
   for (;;) {
-    int ready = poll(fds, nfds, weftPollTimeout(deadlineMs));
+    if (abortFlag != NULL && atomic_load(abortFlag)) {
+      errno = ECANCELED;
+      return -1;
+    }
+    int timeout = weftPollTimeout(deadlineMs);
+    int sliced = abortFlag != NULL && timeout > WEFT_ABORT_POLL_MS;
+    int ready = poll(fds, nfds, sliced ? WEFT_ABORT_POLL_MS : timeout);
+    if (ready == 0 && sliced) continue;
     if (ready >= 0 || errno != EINTR) return ready;
   }
 }

@@ -7,6 +7,7 @@
 
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -33,6 +34,10 @@ const char *weftSockStatusText(int status, char *buf, size_t len);
 
 /* Parses "host:port" or "[ipv6]:port" (host may be a name, resolved here). family is AF_INET,
  * AF_INET6 or AF_UNSPEC. On failure sets an error that starts with what (e.g. "WEFT_COMM_ID"). */
+/* The parsing half of weftSockAddrParse (internal; exposed for tests/fuzz): splits "host:port"
+ * or "[ipv6]:port" into host (NUL-terminated, brackets removed) and a port in 1..65535.
+ * 0, or -1 when malformed or when host does not fit hostLen. */
+int weftSocketParseHostPort(const char *text, char *host, size_t hostLen, uint16_t *port);
 weftResult_t weftSockAddrParse(const char *what, const char *text, int family,
                                union weftSockAddr *out);
 /* AF_INET, AF_INET6 or AF_UNSPEC, from WEFT_SOCKET_FAMILY. */
@@ -71,6 +76,9 @@ int weftSocketRecvAll(int fd, void *buf, size_t len, int64_t deadlineMs);
 /* poll() until deadlineMs, restarting on EINTR with the time left: ready count, 0 at the
  * deadline, or -1 with errno. */
 int weftPollUntil(struct pollfd *fds, nfds_t nfds, int64_t deadlineMs);
+/* When set (by a non-blocking init thread), weftPollUntil returns -1 with errno ECANCELED
+ * soon after *weftThreadAbortFlag becomes nonzero. */
+extern _Thread_local _Atomic int *weftThreadAbortFlag;
 /* The poll() timeout, in ms, that ends at deadlineMs (0 when past). */
 int weftPollTimeout(int64_t deadlineMs);
 /* Closes *fd if open and sets it to -1. */

@@ -20,13 +20,30 @@ static uint64_t fnv1a(const char *s) {
   return h;
 }
 
+void weftTopoParseBootId(const char *text, size_t textLen, char *out, size_t len) {
+  if (len == 0) return;
+  size_t n = 0;
+  while (n < textLen && n + 1 < len && text[n] != '\n' && text[n] != '\0') {
+    out[n] = text[n];
+    n++;
+  }
+  out[n] = '\0';
+}
+
 static void readBootId(char *out, size_t len) {
-  out[0] = '\0';
+  char text[64];
+  size_t n = 0;
   FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-  if (f == NULL) return;
-  if (fgets(out, (int)len, f) == NULL) out[0] = '\0';
-  fclose(f);
-  out[strcspn(out, "\n")] = '\0';
+  if (f != NULL) {
+    n = fread(text, 1, sizeof text, f);
+    fclose(f);
+  }
+  weftTopoParseBootId(text, n, out, len);
+}
+
+void weftTopoParsePeerInfo(struct weftPeerInfo *peer) {
+  peer->hostId[sizeof peer->hostId - 1] = '\0';
+  peer->hostname[sizeof peer->hostname - 1] = '\0';
 }
 
 static unsigned long long netnsInode(void) {

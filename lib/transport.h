@@ -39,6 +39,9 @@ struct weftConn {
   size_t slotBytes;
   struct weftLinkCaps caps;
   void *priv;
+  /* Set before close(): 0, or the error that made this rank close the link, which the
+   * transport may pass to the peer (shm: weftInvalidUsage, so a mismatch reads as one). */
+  int closeReason;
 };
 
 struct weftTransportOps {

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "check.h"
 #include "core.h"
 #include "log.h"
 #include "param.h"
@@ -54,4 +55,24 @@ int weftTuneChoose(struct weftComm *comm, size_t bytes) {
   }
   if (weftLogLevel != 0 && weftLogEnabled(WEFT_LOG_INFO, WEFT_TUNE)) explain(comm, bytes, best, cost);
   return best;
+}
+
+/* weft extension: what weftAllReduce would run, by name. The same argument checks as
+ * weftAllReduce (without buffers) and the same tuner call; it runs and sends nothing. */
+weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count, weftDataType_t datatype,
+                                  const char **name) {
+  WEFTCHECK(weftCheckComm(comm, "weftCommGetAlgorithm"));
+  if (name == NULL)
+    return weftReportTo(comm, weftSetError(weftInvalidArgument, "weftCommGetAlgorithm: name is NULL"));
+  if ((int)datatype < 0 || datatype >= weftNumTypes)
+    return weftReportTo(comm, weftSetError(weftInvalidArgument,
+                                           "weftCommGetAlgorithm: unknown datatype %d", (int)datatype));
+  /* Non-NULL stand-in buffers, equal (in place): only the count and type are checked here;
+   * weftSum takes every type. */
+  static const char dummy;
+  size_t bytes = 0;
+  weftResult_t rc = weftCheckCollArgs(&dummy, &dummy, count, datatype, weftSum, &bytes);
+  if (rc != weftSuccess) return weftReportTo(comm, rc);
+  *name = count == 0 ? "none" : weftAlgos[weftTuneChoose(comm, bytes)]->name;
+  return weftSuccess;
 }

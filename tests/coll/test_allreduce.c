@@ -13,6 +13,7 @@ static const char *const algos[] = {"ring", "direct", "tree", ""};
 #define NALGOS 4
 
 static void runMatrix(int procs, int threads, const struct collMatrix *m) {
+  int segments = countWeftShmSegments(); /* a delta: other jobs on this machine may hold some */
   for (int a = 0; a < NALGOS; a++) {
     setenv("WEFT_ALGO", algos[a], 1);
     if (algos[a][0] == '\0') unsetenv("WEFT_ALGO");
@@ -21,7 +22,7 @@ static void runMatrix(int procs, int threads, const struct collMatrix *m) {
                  threads, algos[a]);
   }
   unsetenv("WEFT_ALGO");
-  cr_assert_eq(countWeftShmSegments(), 0, "weft segments left in /dev/shm");
+  cr_assert_eq(countWeftShmSegments(), segments, "weft segments left in /dev/shm");
 }
 
 static const weftDataType_t allTypes[] = {weftInt8,  weftUint8,   weftInt32,   weftUint32,
@@ -94,6 +95,7 @@ static const weftDataType_t hostTypes[] = {weftInt8, weftUint32, weftInt64, weft
 static const struct collMatrix hostMatrix = {hostCounts, 6, hostTypes, 7, allOps, 5};
 
 static void runOnHosts(int hosts, int perHost) {
+  int segments = countWeftShmSegments();
   for (int a = 0; a < 4; a++) {
     if (perHost == 1 && strcmp(hostAlgos[a], "hier") == 0) continue; /* needs 2+ per host */
     setenv("WEFT_ALGO", hostAlgos[a], 1);
@@ -103,7 +105,7 @@ static void runOnHosts(int hosts, int perHost) {
                  perHost, hostAlgos[a]);
   }
   unsetenv("WEFT_ALGO");
-  cr_assert_eq(countWeftShmSegments(), 0, "weft segments left in /dev/shm");
+  cr_assert_eq(countWeftShmSegments(), segments, "weft segments left in /dev/shm");
 }
 
 Test(emulated_hosts, hosts_2x1, .timeout = 900) { runOnHosts(2, 1); }

@@ -84,17 +84,38 @@ static long waitChildren(pid_t *pids, int procs, int timeoutSec) {
   return failures;
 }
 
+/* Reads the unique id the parent writes after forking (see forkRanks): 0, or -1 at EOF. */
+static int readId(int fd, weftUniqueId *id) {
+  size_t done = 0;
+  while (done < sizeof *id) {
+    ssize_t n = read(fd, (char *)id + done, sizeof *id - done);
+    if (n <= 0) return -1;
+    done += (size_t)n;
+  }
+  return 0;
+}
+
 static long forkRanks(int procs, int threads, int procsPerHost, rankBody body, void *arg,
                       int timeoutSec) {
   weftUniqueId id;
-  if (weftGetUniqueId(&id) != weftSuccess) return -1;
   int nranks = procs * threads;
-  if (procs == 1 && procsPerHost == 0) return runThreads(id, 0, threads, nranks, body, arg);
+  if (procs == 1 && procsPerHost == 0) {
+    if (weftGetUniqueId(&id) != weftSuccess) return -1;
+    return runThreads(id, 0, threads, nranks, body, arg);
+  }
+  /* Every rank process is forked before weftGetUniqueId starts the root thread, and gets the id
+   * through a pipe: a child forked while that thread holds a lock (malloc's under ASan, whose
+   * allocator is not fork-safe) would inherit the lock held and hang. */
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
   pid_t *pids = calloc((size_t)procs, sizeof *pids);
   fflush(NULL);
   for (int p = 0; p < procs; p++) {
     pids[p] = fork();
     if (pids[p] == 0) {
+      close(fds[1]);
+      if (readId(fds[0], &id) != 0) _exit(100);
+      close(fds[0]);
       if (procsPerHost > 0) {
         char host[64];
         snprintf(host, sizeof host, "weft-test-host-%d", p / procsPerHost);
@@ -104,9 +125,14 @@ static long forkRanks(int procs, int threads, int procsPerHost, rankBody body, v
       _exit(f > 100 ? 100 : (int)f);
     }
   }
+  close(fds[0]);
+  int ok = weftGetUniqueId(&id) == weftSuccess;
+  for (int p = 0; ok && p < procs; p++) /* 128 bytes: each write is atomic */
+    ok = write(fds[1], &id, sizeof id) == (ssize_t)sizeof id;
+  close(fds[1]); /* children still waiting see EOF and exit */
   long failures = waitChildren(pids, procs, timeoutSec);
   free(pids);
-  return failures;
+  return ok ? failures : -1;
 }
 
 long runRanks(int procs, int threads, rankBody body, void *arg, int timeoutSec) {

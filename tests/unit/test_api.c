@@ -82,6 +82,41 @@ Test(api, allreduce_arguments) {
   EXPECT_ERROR(weftCommCount(comm, &n), weftInvalidUsage, NULL, "not a live communicator");
 }
 
+/* weftCommGetAlgorithm (weft extension): the tuner's choice, or the forced one, by name. */
+Test(api, get_algorithm) {
+  weftComm_t comm = oneRankComm();
+  const char *name = NULL;
+  cr_assert_eq(weftCommGetAlgorithm(comm, 1024, weftFloat32, &name), weftSuccess, "%s",
+               weftGetLastError(comm));
+  cr_assert(name != NULL && (strcmp(name, "ring") == 0 || strcmp(name, "direct") == 0),
+            "one rank on one host: ring or direct, not %s", name ? name : "NULL");
+  const char *again = NULL;
+  cr_assert_eq(weftCommGetAlgorithm(comm, 1024, weftFloat32, &again), weftSuccess);
+  cr_assert_str_eq(again, name, "the tuner is deterministic");
+  cr_assert_eq(weftCommGetAlgorithm(comm, 0, weftFloat32, &name), weftSuccess);
+  cr_assert_str_eq(name, "none");
+  EXPECT_ERROR(weftCommGetAlgorithm(NULL, 4, weftFloat32, &name), weftInvalidArgument, NULL,
+               "comm is NULL");
+  EXPECT_ERROR(weftCommGetAlgorithm(comm, 4, weftFloat32, NULL), weftInvalidArgument, comm,
+               "name is NULL");
+  EXPECT_ERROR(weftCommGetAlgorithm(comm, 4, (weftDataType_t)42, &name), weftInvalidArgument,
+               comm, "unknown datatype 42");
+  EXPECT_ERROR(weftCommGetAlgorithm(comm, SIZE_MAX / 2, weftFloat32, &name), weftInvalidArgument,
+               comm, "overflows");
+  cr_assert_eq(weftCommDestroy(comm), weftSuccess);
+  EXPECT_ERROR(weftCommGetAlgorithm(comm, 4, weftFloat32, &name), weftInvalidUsage, NULL,
+               "not a live communicator");
+
+  setenv("WEFT_ALGO", "ring", 1);
+  comm = oneRankComm();
+  unsetenv("WEFT_ALGO");
+  for (size_t count = 1; count <= ((size_t)64 << 20); count *= 64) {
+    cr_assert_eq(weftCommGetAlgorithm(comm, count, weftInt8, &name), weftSuccess);
+    cr_assert_str_eq(name, "ring", "WEFT_ALGO=ring forces ring at %zu bytes", count);
+  }
+  cr_assert_eq(weftCommDestroy(comm), weftSuccess);
+}
+
 Test(api, unknown_algorithm) {
   setenv("WEFT_ALGO", "bogus", 1);
   weftUniqueId id;

@@ -16,6 +16,7 @@
 #include "check.h"
 #include "core.h"
 #include "param.h"
+#include "shm.h"
 #include "shmseg.h"
 #include "transport.h"
 
@@ -40,6 +41,20 @@ struct shmBlob {
   uint64_t slotBytes;
   uint32_t nslots;
 };
+
+_Static_assert(sizeof(struct shmBlob) <= WEFT_CONN_BLOB_BYTES, "shm blob fits");
+
+int weftShmParseBlob(const void *blob, char name[WEFT_SHM_NAME_BYTES], uint64_t *slotBytes,
+                     uint32_t *nslots) {
+  struct shmBlob b;
+  memcpy(&b, blob, sizeof b);
+  b.name[sizeof b.name - 1] = '\0';
+  memcpy(name, b.name, WEFT_SHM_NAME_BYTES);
+  *slotBytes = b.slotBytes;
+  *nslots = b.nslots;
+  if (strncmp(b.name, "/weft-", 6) != 0 || strchr(b.name + 1, '/') != NULL) return -1;
+  return 0;
+}
 
 struct shmState {
   size_t slotBytes;
@@ -129,8 +144,11 @@ static weftResult_t shmConnect(struct weftConn *c, const void *peerBlob, int *do
   *done = 1;
   if (c->dir == WEFT_DIR_RECV) return weftSuccess;
   struct shmBlob b;
-  memcpy(&b, peerBlob, sizeof b);
-  b.name[sizeof b.name - 1] = '\0';
+  if (weftShmParseBlob(peerBlob, b.name, &b.slotBytes, &b.nslots) != 0)
+    return weftSetError(weftInternalError,
+                        "shm: the connection blob from rank %d names no weft segment (\"%s\"): "
+                        "does every rank run the same weft version and WEFT_TRANSPORTS?",
+                        c->peer, b.name);
   if (b.slotBytes != c->slotBytes || b.nslots != sc->nslots)
     return weftSetError(weftInvalidUsage,
                         "shm: rank %d uses %llu-byte x %u slots, this rank %zu x %u: set "
@@ -173,7 +191,12 @@ static int processGone(int pid) {
 static weftResult_t shmCheckPeer(struct weftConn *c) {
   struct shmConn *sc = c->priv;
   int other = c->dir == WEFT_DIR_SEND ? WEFT_DIR_RECV : WEFT_DIR_SEND;
-  if (atomic_load_explicit(&sc->fifo->closed[other], memory_order_acquire))
+  int32_t closed = atomic_load_explicit(&sc->fifo->closed[other], memory_order_acquire);
+  if (closed - 1 == weftInvalidUsage)
+    return weftSetError(weftInvalidUsage,
+                        "shm: rank %d closed the connection after finding mismatched collectives "
+                        "(see its message)", c->peer);
+  if (closed)
     return weftSetError(weftRemoteError, "shm: rank %d closed its %s side of the connection",
                         c->peer, other == WEFT_DIR_SEND ? "sending" : "receiving");
   if (++sc->idlePolls % SHM_LIVENESS_POLLS != 0) return weftSuccess;
@@ -235,7 +258,8 @@ static weftResult_t shmClose(struct weftConn *c) {
   struct shmConn *sc = c->priv;
   if (sc == NULL) return weftSuccess;
   if (sc->named) weftShmUnlink(sc->name);
-  if (sc->fifo != NULL) atomic_store_explicit(&sc->fifo->closed[c->dir], 1, memory_order_release);
+  if (sc->fifo != NULL)
+    atomic_store_explicit(&sc->fifo->closed[c->dir], 1 + c->closeReason, memory_order_release);
   weftShmUnmap(sc->fifo, sc->mapBytes);
   free(sc);
   c->priv = NULL;

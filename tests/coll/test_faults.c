@@ -1,0 +1,487 @@
+/* Faults: a rank killed (SIGKILL) in the middle of a loop of AllReduces (direct, ring over shm,
+ * ring over tcp, tree): every survivor gets weftRemoteError within 2 s naming the dead rank and
+ * its host; a rank stopped (SIGSTOP): weftTimeout naming it, and the flight recorder's dump;
+ * weftCommAbort from another thread unblocks a collective; non-blocking init and its abort;
+ * mismatched collectives fail on every rank with weftInvalidUsage; init/destroy and init/abort
+ * cycles leak no descriptor, thread or segment. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static int64_t nowMs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int countThreads(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (d == NULL) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* ---- ranks as forked processes that report into a shared page ---- */
+
+#define MAX_RANKS 8
+struct rankReport {
+  volatile int started;  /* in the loop */
+  volatile int done;
+  volatile int rc;
+  volatile int64_t atMs; /* when the failing call returned */
+  volatile long iters;
+  char msg[1024];
+};
+struct shared {
+  struct rankReport r[MAX_RANKS];
+  volatile int release; /* ranks that reported stay alive until then (so only the victim is gone) */
+  char stderrPath[MAX_RANKS][64]; /* where a rank's stderr goes, when set */
+};
+
+enum mode { MODE_LOOP, MODE_MISMATCH_COUNT, MODE_MISMATCH_TYPE, MODE_MISMATCH_OP, MODE_MISMATCH_ALGO };
+#define MAX_COUNT 131072
+
+static void rankProcess(struct shared *sh, weftUniqueId id, int rank, int nranks, enum mode mode) {
+  struct rankReport *me = &sh->r[rank];
+  if (sh->stderrPath[rank][0] != '\0' && freopen(sh->stderrPath[rank], "w", stderr) == NULL) _exit(2);
+  weftComm_t comm;
+  weftResult_t rc = weftCommInitRank(&comm, nranks, id, rank);
+  if (rc != weftSuccess) {
+    me->rc = 100 + rc;
+    snprintf(me->msg, sizeof me->msg, "init: %s", weftGetLastError(NULL));
+    me->done = 1;
+    _exit(1);
+  }
+  float *in = malloc(MAX_COUNT * sizeof *in), *out = malloc(MAX_COUNT * sizeof *out);
+  for (int i = 0; i < MAX_COUNT; i++) in[i] = (float)rank;
+  me->started = 1;
+  int64_t end = nowMs() + 20000;
+  rc = weftSuccess;
+  if (mode == MODE_LOOP) {
+    while (rc == weftSuccess && nowMs() < end) {
+      size_t count = 1 + (size_t)(me->iters % 1024);
+      rc = weftAllReduce(in, out, count, weftFloat32, weftSum, comm, NULL);
+      me->iters++;
+    }
+  } else {
+    /* A few good calls, then rank 1 disagrees. */
+    for (int i = 0; i < 5 && rc == weftSuccess; i++)
+      rc = weftAllReduce(in, out, 100, weftFloat32, weftSum, comm, NULL);
+    if (rc == weftSuccess) {
+      size_t count = 100;
+      weftDataType_t type = weftFloat32;
+      weftRedOp_t op = weftSum;
+      if (rank == 1 && mode == MODE_MISMATCH_COUNT) count = 101;
+      if (rank == 1 && mode == MODE_MISMATCH_TYPE) type = weftInt32;
+      if (rank == 1 && mode == MODE_MISMATCH_OP) op = weftMax;
+      if (rank == 1 && mode == MODE_MISMATCH_ALGO) count = MAX_COUNT; /* the tuner picks another */
+      rc = weftAllReduce(in, out, count, type, op, comm, NULL);
+    }
+  }
+  me->atMs = nowMs();
+  me->rc = rc;
+  snprintf(me->msg, sizeof me->msg, "%s", weftGetLastError(comm));
+  weftCommDestroy(comm);
+  free(in);
+  free(out);
+  me->done = 1;
+  for (int64_t until = nowMs() + 20000; !sh->release && nowMs() < until;) usleep(1000);
+  _exit(0);
+}
+
+struct run {
+  struct shared *sh;
+  pid_t pids[MAX_RANKS];
+  int nranks;
+};
+
+static void startRanks(struct run *run, int nranks, enum mode mode, int captureStderr) {
+  run->nranks = nranks;
+  run->sh = mmap(NULL, sizeof *run->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert_neq(run->sh, MAP_FAILED);
+  memset(run->sh, 0, sizeof *run->sh);
+  for (int r = 0; captureStderr && r < nranks; r++)
+    snprintf(run->sh->stderrPath[r], sizeof run->sh->stderrPath[r], "/tmp/weft-faults-%d-%d.log",
+             (int)getpid(), r);
+  weftUniqueId id;
+  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
+  fflush(NULL);
+  for (int r = 0; r < nranks; r++) {
+    run->pids[r] = fork();
+    cr_assert_geq(run->pids[r], 0);
+    if (run->pids[r] == 0) rankProcess(run->sh, id, r, nranks, mode);
+  }
+}
+
+static void waitStarted(struct run *run) {
+  int64_t end = nowMs() + 20000;
+  for (int r = 0; r < run->nranks; r++)
+    while (!run->sh->r[r].started && !run->sh->r[r].done && nowMs() < end) usleep(1000);
+}
+
+/* Waits (at most timeoutMs) for every rank but `except` to report; kills what is left. */
+static void finish(struct run *run, int except, int timeoutMs) {
+  int64_t end = nowMs() + timeoutMs;
+  for (int r = 0; r < run->nranks; r++)
+    while (r != except && !run->sh->r[r].done && nowMs() < end) usleep(1000);
+  run->sh->release = 1;
+  for (int r = 0; r < run->nranks; r++) {
+    kill(run->pids[r], SIGKILL);
+    waitpid(run->pids[r], NULL, 0);
+  }
+}
+
+static void endRun(struct run *run) { munmap(run->sh, sizeof *run->sh); }
+
+/* Kills a random rank at a random moment of the loop; checks every survivor. */
+static void killOne(int nranks, const char *algo, const char *transports) {
+  int shmBefore = countWeftShmSegments();
+  setenv("WEFT_ALGO", algo, 1);
+  if (transports) setenv("WEFT_TRANSPORTS", transports, 1);
+  else unsetenv("WEFT_TRANSPORTS");
+  struct run run;
+  startRanks(&run, nranks, MODE_LOOP, 0);
+  unsetenv("WEFT_ALGO");
+  unsetenv("WEFT_TRANSPORTS");
+  waitStarted(&run);
+  srand((unsigned)getpid() ^ (unsigned)nowMs());
+  int victim = rand() % nranks;
+  usleep(20000 + (useconds_t)(rand() % 200) * 1000);
+  int64_t killedAt = nowMs();
+  kill(run.pids[victim], SIGKILL); /* not reaped until the end: survivors see a zombie */
+  finish(&run, victim, 10000);
+  char needle[32];
+  snprintf(needle, sizeof needle, "rank %d ", victim);
+  char host[64] = "";
+  gethostname(host, sizeof host - 1);
+  char *dot = strchr(host, '.');
+  if (dot) *dot = '\0';
+  for (int r = 0; r < nranks; r++) {
+    if (r == victim) continue;
+    struct rankReport *rep = &run.sh->r[r];
+    if (getenv("WEFT_TEST_VERBOSE"))
+      fprintf(stderr, "%s/%s: rank %d: rc %d after %lld ms: %s\n", algo, transports ? transports : "",
+              r, rep->rc, (long long)(rep->atMs - killedAt), rep->msg);
+    cr_expect(rep->done, "%s: rank %d never returned after rank %d was killed", algo, r, victim);
+    cr_expect_eq(rep->rc, weftRemoteError, "%s: rank %d got %d (%s) after %ld calls", algo, r,
+                 rep->rc, rep->msg, rep->iters);
+    cr_expect_lt(rep->atMs - killedAt, 2000, "%s: rank %d took %lld ms", algo, r,
+                 (long long)(rep->atMs - killedAt));
+    cr_expect(strstr(rep->msg, needle) != NULL && strstr(rep->msg, host) != NULL,
+              "%s: rank %d's message does not name rank %d on %s: %s", algo, r, victim, host,
+              rep->msg);
+  }
+  endRun(&run);
+  cr_expect_eq(countWeftShmSegments(), shmBefore, "weft segments left in /dev/shm");
+}
+
+Test(dead_peer, direct_4, .timeout = 60) { killOne(4, "direct", NULL); }
+Test(dead_peer, ring_shm_4, .timeout = 60) { killOne(4, "ring", "shm"); }
+Test(dead_peer, ring_tcp_4, .timeout = 60) { killOne(4, "ring", "tcp"); }
+Test(dead_peer, tree_4, .timeout = 60) { killOne(4, "tree", NULL); }
+
+/* A stopped rank: the others time out after WEFT_TIMEOUT_MS, naming it. */
+static void stopOne(int nranks, const char *algo, int victim) {
+  setenv("WEFT_ALGO", algo, 1);
+  setenv("WEFT_TIMEOUT_MS", "1500", 1);
+  setenv("WEFT_FLIGHT_RECORDER", "1", 1);
+  struct run run;
+  startRanks(&run, nranks, MODE_LOOP, 1);
+  unsetenv("WEFT_ALGO");
+  unsetenv("WEFT_TIMEOUT_MS");
+  unsetenv("WEFT_FLIGHT_RECORDER");
+  waitStarted(&run);
+  usleep(50000);
+  int64_t stoppedAt = nowMs();
+  kill(run.pids[victim], SIGSTOP);
+  finish(&run, victim, 10000);
+  char needle[32];
+  snprintf(needle, sizeof needle, "rank %d ", victim);
+  for (int r = 0; r < nranks; r++) {
+    if (r == victim) continue;
+    struct rankReport *rep = &run.sh->r[r];
+    if (getenv("WEFT_TEST_VERBOSE"))
+      fprintf(stderr, "%s: rank %d: rc %d after %lld ms: %s\n", algo, r, rep->rc,
+              (long long)(rep->atMs - stoppedAt), rep->msg);
+    cr_expect(rep->done, "%s: rank %d never returned", algo, r);
+    cr_expect_eq(rep->rc, weftTimeout, "%s: rank %d got %d (%s)", algo, r, rep->rc, rep->msg);
+    cr_expect(rep->atMs - stoppedAt >= 1400 && rep->atMs - stoppedAt < 5000,
+              "%s: rank %d returned after %lld ms", algo, r, (long long)(rep->atMs - stoppedAt));
+    cr_expect(strstr(rep->msg, needle) != NULL && strstr(rep->msg, "operation") != NULL,
+              "%s: rank %d's message does not name rank %d and the operation: %s", algo, r,
+              victim, rep->msg);
+    /* WEFT_FLIGHT_RECORDER=1: the dump ends with the operation that timed out */
+    char text[16384] = "";
+    FILE *f = fopen(run.sh->stderrPath[r], "r");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f) fclose(f);
+    if (getenv("WEFT_TEST_VERBOSE")) fprintf(stderr, "%s", n > 600 ? text + n - 600 : text);
+    cr_expect(strstr(text, "WEFT flight recorder") != NULL && strstr(text, "AllReduce count") != NULL &&
+                  strstr(text, "rc 8") != NULL,
+              "%s: rank %d printed no flight recorder: %s", algo, r, text);
+  }
+  for (int r = 0; r < nranks; r++) unlink(run.sh->stderrPath[r]);
+  endRun(&run);
+}
+
+Test(stuck_peer, direct_3, .timeout = 60) { stopOne(3, "direct", 2); }
+Test(stuck_peer, ring_2, .timeout = 60) { stopOne(2, "ring", 1); }
+
+/* Mismatched calls at the same operation: weftInvalidUsage on every rank, both signatures. */
+static void mismatch(const char *algo, enum mode mode) {
+  if (algo) setenv("WEFT_ALGO", algo, 1);
+  setenv("WEFT_TIMEOUT_MS", "20000", 1);
+  struct run run;
+  startRanks(&run, 3, mode, 0);
+  unsetenv("WEFT_ALGO");
+  unsetenv("WEFT_TIMEOUT_MS");
+  int64_t start = nowMs();
+  finish(&run, -1, 15000);
+  for (int r = 0; r < 3; r++) {
+    struct rankReport *rep = &run.sh->r[r];
+    if (getenv("WEFT_TEST_VERBOSE")) fprintf(stderr, "mismatch %d: rank %d: rc %d: %s\n", mode, r, rep->rc, rep->msg);
+    cr_expect(rep->done, "mode %d: rank %d never returned", mode, r);
+    cr_expect_eq(rep->rc, weftInvalidUsage, "mode %d, %s: rank %d got %d (%s)", mode,
+                 algo ? algo : "tuner", r, rep->rc, rep->msg);
+    cr_expect(strstr(rep->msg, "mismatched") != NULL, "rank %d: %s", r, rep->msg);
+  }
+  cr_expect_lt(nowMs() - start, 10000, "mismatch took %lld ms", (long long)(nowMs() - start));
+  endRun(&run);
+}
+
+Test(mismatch, direct_count) { mismatch("direct", MODE_MISMATCH_COUNT); }
+Test(mismatch, direct_type) { mismatch("direct", MODE_MISMATCH_TYPE); }
+Test(mismatch, direct_op) { mismatch("direct", MODE_MISMATCH_OP); }
+Test(mismatch, tuner_type) { mismatch(NULL, MODE_MISMATCH_TYPE); }
+/* Sizes so different that the tuner picks different algorithms (direct vs ring): the ranks
+ * wait on different things, and the direct segment's signatures still show the mismatch. */
+Test(mismatch, tuner_different_algorithms) { mismatch(NULL, MODE_MISMATCH_ALGO); }
+Test(mismatch, ring_count) { mismatch("ring", MODE_MISMATCH_COUNT); }
+Test(mismatch, ring_type) { mismatch("ring", MODE_MISMATCH_TYPE); }
+Test(mismatch, ring_op) { mismatch("ring", MODE_MISMATCH_OP); }
+Test(mismatch, tree_op) { mismatch("tree", MODE_MISMATCH_OP); }
+
+/* ---- ranks as threads of this process ---- */
+
+struct threadRank {
+  pthread_t tid;
+  weftUniqueId id;
+  int rank, nranks;
+  weftConfig_t config;
+  weftComm_t comm;
+  weftResult_t rc;
+  char msg[256];
+};
+
+static void *initThread(void *p) {
+  struct threadRank *t = p;
+  t->rc = weftCommInitRankConfig(&t->comm, t->nranks, t->id, t->rank, &t->config);
+  snprintf(t->msg, sizeof t->msg, "%s", weftGetLastError(NULL));
+  return NULL;
+}
+
+/* Regions of this process that map a weft shared-memory segment. */
+static int countWeftMappings(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (f == NULL) return -1;
+  char line[512];
+  int n = 0;
+  while (fgets(line, sizeof line, f)) n += strstr(line, "/dev/shm/weft") != NULL;
+  fclose(f);
+  return n;
+}
+
+/* nranks communicators of one id, initialized by as many threads (blocking or not). */
+static void initThreads(struct threadRank *t, int nranks, int blocking) {
+  weftUniqueId id;
+  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
+  for (int r = 0; r < nranks; r++) {
+    weftConfig_t config = WEFT_CONFIG_INITIALIZER;
+    config.blocking = blocking;
+    t[r] = (struct threadRank){.id = id, .rank = r, .nranks = nranks, .config = config};
+    pthread_create(&t[r].tid, NULL, initThread, &t[r]);
+  }
+  for (int r = 0; r < nranks; r++) pthread_join(t[r].tid, NULL);
+}
+
+struct blocked {
+  weftComm_t comm;
+  weftResult_t rc;
+  int64_t returnedAt;
+  char msg[1024];
+};
+
+static void *blockedAllReduce(void *p) {
+  struct blocked *b = p;
+  float x = 1, y;
+  b->rc = weftAllReduce(&x, &y, 1, weftFloat32, weftSum, b->comm, NULL);
+  b->returnedAt = nowMs();
+  snprintf(b->msg, sizeof b->msg, "%s", weftGetLastError(NULL));
+  return NULL;
+}
+
+static void abortUnblocks(const char *algo) {
+  setenv("WEFT_ALGO", algo, 1);
+  struct threadRank t[2];
+  initThreads(t, 2, 1);
+  unsetenv("WEFT_ALGO");
+  cr_assert(t[0].rc == weftSuccess && t[1].rc == weftSuccess);
+  /* rank 0 waits for rank 1, which does not come; abort it from here. */
+  struct blocked b = {.comm = t[0].comm};
+  pthread_t tid;
+  pthread_create(&tid, NULL, blockedAllReduce, &b);
+  usleep(200000);
+  int64_t abortAt = nowMs();
+  cr_assert_eq(weftCommAbort(t[0].comm), weftSuccess);
+  pthread_join(tid, NULL);
+  cr_expect_eq(b.rc, weftRemoteError, "%s: %d %s", algo, b.rc, b.msg);
+  cr_expect(strstr(b.msg, "aborted") != NULL, "%s: %s", algo, b.msg);
+  cr_expect_lt(b.returnedAt - abortAt, 500, "%s: returned %lld ms after the abort", algo,
+               (long long)(b.returnedAt - abortAt));
+  /* rank 1 now finds its peer gone instead of waiting for the timeout (its first call may
+   * still complete: rank 0 had posted its input before the abort) */
+  struct blocked b1 = {.comm = t[1].comm};
+  int64_t start = nowMs();
+  for (int i = 0; i < 2 && b1.rc == weftSuccess; i++) blockedAllReduce(&b1);
+  cr_expect(b1.rc == weftRemoteError && nowMs() - start < 2000, "%s: rank 1 got %d after %lld ms: %s",
+            algo, b1.rc, (long long)(nowMs() - start), b1.msg);
+  cr_expect_eq(weftCommDestroy(t[1].comm), weftSuccess);
+}
+
+Test(abort, unblocks_direct, .timeout = 30) { abortUnblocks("direct"); }
+Test(abort, unblocks_ring, .timeout = 30) { abortUnblocks("ring"); }
+
+Test(nonblocking, init_then_allreduce, .timeout = 30) {
+  struct threadRank t[3];
+  initThreads(t, 3, 0);
+  for (int r = 0; r < 3; r++) {
+    cr_assert_eq(t[r].rc, weftInProgress, "rank %d: %d", r, t[r].rc);
+    weftResult_t state = weftInProgress;
+    int64_t end = nowMs() + 20000;
+    while (state == weftInProgress && nowMs() < end) {
+      cr_assert_eq(weftCommGetAsyncError(t[r].comm, &state), weftSuccess);
+      if (state == weftInProgress) usleep(1000);
+    }
+    cr_assert_eq(state, weftSuccess, "rank %d: %s", r, weftGetLastError(t[r].comm));
+  }
+  struct blocked b[3];
+  pthread_t tid[3];
+  for (int r = 0; r < 3; r++) {
+    b[r] = (struct blocked){.comm = t[r].comm};
+    pthread_create(&tid[r], NULL, blockedAllReduce, &b[r]);
+  }
+  for (int r = 0; r < 3; r++) {
+    pthread_join(tid[r], NULL);
+    cr_expect_eq(b[r].rc, weftSuccess, "rank %d: %s", r, b[r].msg);
+    cr_expect_eq(weftCommFinalize(t[r].comm), weftSuccess);
+    float x = 1, y;
+    cr_expect_eq(weftAllReduce(&x, &y, 1, weftFloat32, weftSum, t[r].comm, NULL), weftInvalidUsage);
+    cr_expect_eq(weftCommDestroy(t[r].comm), weftSuccess);
+  }
+}
+
+Test(nonblocking, abort_during_init, .timeout = 30) {
+  int fds = countOpenFds(), threads = countThreads();
+  weftUniqueId id;
+  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
+  weftConfig_t config = WEFT_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  weftComm_t comm;
+  cr_assert_eq(weftCommInitRankConfig(&comm, 2, id, 0, &config), weftInProgress);
+  usleep(100000);
+  weftResult_t state;
+  cr_assert_eq(weftCommGetAsyncError(comm, &state), weftSuccess);
+  cr_expect_eq(state, weftInProgress, "rank 1 never came, yet init says %d", state);
+  float x = 1, y;
+  cr_expect_eq(weftAllReduce(&x, &y, 1, weftFloat32, weftSum, comm, NULL), weftInvalidUsage);
+  int64_t start = nowMs();
+  cr_assert_eq(weftCommAbort(comm), weftSuccess);
+  cr_expect_lt(nowMs() - start, 500, "abort of a pending init took %lld ms",
+               (long long)(nowMs() - start));
+  /* the root listener of weftGetUniqueId gives up on its own; wait for it */
+  for (int i = 0; i < 20 && (countOpenFds() != fds || countThreads() != threads); i++) usleep(10000);
+  if (getenv("WEFT_TEST_VERBOSE"))
+    fprintf(stderr, "fds %d -> %d, threads %d -> %d\n", fds, countOpenFds(), threads, countThreads());
+  /* + 1: the root listener of weftGetUniqueId waits for rank 1 until its own deadline */
+  cr_expect_leq(countOpenFds(), fds + 1, "fds: %d before, %d after", fds, countOpenFds());
+  cr_expect_leq(countThreads(), threads + 1, "threads: %d before, %d after", threads, countThreads());
+}
+
+Test(config, bad_config) {
+  weftUniqueId id;
+  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
+  weftConfig_t config = WEFT_CONFIG_INITIALIZER;
+  config.magic = 0;
+  weftComm_t comm;
+  cr_expect_eq(weftCommInitRankConfig(&comm, 1, id, 0, &config), weftInvalidArgument);
+  config = (weftConfig_t)WEFT_CONFIG_INITIALIZER;
+  config.blocking = 7;
+  cr_expect_eq(weftCommInitRankConfig(&comm, 1, id, 0, &config), weftInvalidArgument);
+  config = (weftConfig_t)WEFT_CONFIG_INITIALIZER;
+  config.timeoutMs = 1000;
+  cr_assert_eq(weftCommInitRankConfig(&comm, 1, id, 0, &config), weftSuccess);
+  weftResult_t state;
+  cr_expect_eq(weftCommGetAsyncError(comm, &state), weftSuccess);
+  cr_expect_eq(state, weftSuccess);
+  cr_expect_eq(weftCommAbort(NULL), weftSuccess);
+  cr_expect_eq(weftCommDestroy(comm), weftSuccess);
+}
+
+/* ---- no growth over many cycles ---- */
+
+static void *allReduceThread(void *p) {
+  struct threadRank *t = p;
+  float x = (float)t->rank, y = 0;
+  t->rc = weftAllReduce(&x, &y, 1, weftFloat32, weftSum, t->comm, NULL);
+  if (t->rc == weftSuccess && y != 1.0f) t->rc = weftInternalError;
+  return NULL;
+}
+
+static void cycles(int doAbort) {
+  int fds = -1, threads = -1, shm = countWeftShmSegments();
+  for (int c = 0; c < 200; c++) {
+    struct threadRank t[2];
+    initThreads(t, 2, 1);
+    cr_assert(t[0].rc == weftSuccess && t[1].rc == weftSuccess, "cycle %d: init: %d %s / %d %s", c,
+              t[0].rc, t[0].msg, t[1].rc, t[1].msg);
+    if (!doAbort) {
+      for (int r = 0; r < 2; r++) pthread_create(&t[r].tid, NULL, allReduceThread, &t[r]);
+      for (int r = 0; r < 2; r++) pthread_join(t[r].tid, NULL);
+      cr_assert(t[0].rc == weftSuccess && t[1].rc == weftSuccess, "cycle %d: allreduce", c);
+    }
+    for (int r = 0; r < 2; r++)
+      cr_assert_eq(doAbort ? weftCommAbort(t[r].comm) : weftCommDestroy(t[r].comm), weftSuccess);
+    if (c == 9) { /* after warm-up (log, hwloc, ...) */
+      usleep(50000);
+      fds = countOpenFds();
+      threads = countThreads();
+    }
+  }
+  /* /dev/shm is shared with other weft jobs of the machine, whose segments exist for a moment
+   * during their init: wait for a moment without them */
+  for (int i = 0; i < 300 && (countOpenFds() > fds || countThreads() > threads ||
+                              countWeftShmSegments() > shm); i++)
+    usleep(10000);
+  cr_expect_eq(countWeftMappings(), 0, "weft segments still mapped");
+  cr_expect_leq(countOpenFds(), fds, "descriptors: %d after 10 cycles, %d after 200", fds,
+                countOpenFds());
+  cr_expect_leq(countThreads(), threads, "threads: %d after 10 cycles, %d after 200", threads,
+                countThreads());
+  cr_expect_eq(countWeftShmSegments(), shm, "/dev/shm segments grew");
+}
+
+Test(cycles, init_allreduce_destroy, .timeout = 60) { cycles(0); }
+Test(cycles, init_abort, .timeout = 60) { cycles(1); }

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of every fuzz target (tests/fuzz/corpus/<target>/): a few valid
+inputs each, in the layouts the targets' comments describe. Run again after a layout change."""
+import os, struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+def be32(v): return struct.pack(">I", v)
+def be64(v): return struct.pack(">Q", v)
+
+def addr4(ip, port):
+    return bytes([4, 0]) + struct.pack(">H", port) + bytes(ip) + bytes(12) + be32(0)
+
+def addr6(ip16, port, scope=0):
+    return bytes([6, 0]) + struct.pack(">H", port) + bytes(ip16) + be32(scope)
+
+LOOP = [127, 0, 0, 1]
+V6 = [0] * 15 + [1]
+NONCE = bytes(range(16))
+
+def boot_hello(opts, nranks, kind, rank, hn, addr):
+    payload = be32(kind) + be32(rank) + be32(hn) + NONCE + addr
+    return bytes([opts]) + be32(nranks) + be32(0x57465448) + bytes(8) + payload
+
+def boot_reply(opts, nranks, type_, arg, body):
+    return (bytes([opts]) + struct.pack(">H", nranks) + be32(0x57465452) + be32(type_) + be32(arg)
+            + be32(len(body)) + bytes(8) + body)
+
+def unique_id(addr):
+    return (be32(0x57465449) + bytes([0, 1, 0, 0]) + addr + bytes(range(16))).ljust(128, b"\0")
+
+def shape():
+    return be64(524288) + be32(8) + be32(4) + be32(65536)
+
+def tcp(opts, dir_, rank, addr, stream):
+    blob = (be32(0x57544342) + bytes([0, 1, 0, dir_]) + be32(rank) + shape() + be64(0x1234)
+            + addr).ljust(256, b"\0")
+    hello = be32(0x57544348) + bytes(8) + be64(0x1234) + be32(1) + be32(0) + be32(stream) \
+        + shape() + NONCE
+    return bytes([opts]) + blob + hello
+
+def shm(name, slot, nslots):
+    return (name.encode().ljust(48, b"\0") + struct.pack("<QI", slot, nslots)).ljust(256, b"\0")
+
+def peer(rank, host_id, hostname):
+    return (struct.pack("<iiQ", rank, 4242, 0x0123456789abcdef) + host_id.encode().ljust(64, b"\0")
+            + hostname.encode().ljust(64, b"\0"))
+
+seeds = {
+    "fuzz_boot_hello": [
+        boot_hello(1, 0, 1, 0, 4, addr4(LOOP, 40000)),
+        boot_hello(3, 4, 1, 3, 4, addr6(V6, 40001)),
+        boot_hello(5, 4, 2, 3, 4, addr4(LOOP, 40002)),
+        boot_hello(0, 2, 1, 1, 2, addr4(LOOP, 40003)),
+    ],
+    "fuzz_boot_reply": [
+        boot_reply(1, 2, 1, 1, b""),
+        boot_reply(1, 2, 2, 2, addr4(LOOP, 40000) + addr6(V6, 40001, 2)),
+        boot_reply(1, 3, 3, 2, b""),
+        boot_reply(0, 1, 2, 1, addr4(LOOP, 1)),
+    ],
+    "fuzz_unique_id": [unique_id(addr4(LOOP, 29500)), unique_id(addr6(V6, 29501, 3))],
+    "fuzz_tcp_blob": [tcp(1, 1, 1, addr4(LOOP, 40000), 0), tcp(1, 0, 2, bytes(24), 3),
+                      tcp(0, 1, 0, addr6(V6, 1), 1)],
+    "fuzz_shm_blob": [shm("/weft-1234-0123456789abcdef0123456789abcdef", 131072, 8),
+                      shm("/weft-1-00", 4096, 2)],
+    "fuzz_param_int": [b"123", b"4K", b" 0x10M ", b"-5G", b"9223372036854775807"],
+    "fuzz_ifname": [b"eth,ib\0eth0", b"^lo,docker\0lo", b"=eth0\0eth0", b"\0anything"],
+    "fuzz_comm_id": [b"\xff127.0.0.1:29500", b"\xff[::1]:8080", b"\x10host.example:1",
+                     b"\xff[fe80::1%eth0]:65535"],
+    "fuzz_debug_env": [b"\x80\x04hostINIT,COLL", b"\x80\x04host^BOOT,tcp",
+                       b"\x02\x3f" + b"h" * 63 + b"/tmp/weft-%h-%p.log", b"\x80\x00%p%h%%"],
+    "fuzz_topo": [peer(0, "myhost/0f3c2a1b-1111-2222-3333-444455556666/f0000098", "myhost"),
+                  b"0f3c2a1b-1111-2222-3333-444455556666\n", peer(7, "forced-id", "h" * 63)],
+}
+
+for target, inputs in seeds.items():
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    for i, data in enumerate(inputs):
+        with open(os.path.join(d, "seed-%d" % i), "wb") as f:
+            f.write(data)
