@@ -30,6 +30,25 @@ static long sleepStepUs(uint32_t sleeps) {
   return us < 1000 ? us : 1000;
 }
 
+static int64_t nowNs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+#define WAIT_SHORT_NS 20000  /* under this past the spin, a longer spin would have caught it */
+#define WAIT_LONG_NS 200000  /* over this, spinning more would only have burnt a core */
+#define WAIT_MIN_SPIN 16
+
+void weftWaitAdapt(struct weftWaiter *w) {
+  struct weftComm *c = w->comm;
+  int64_t waited = nowNs() - w->yieldStartNs;
+  if (waited < WAIT_SHORT_NS && c->spinIters < c->spinMax)
+    c->spinIters = c->spinIters * 2 < c->spinMax ? c->spinIters * 2 : c->spinMax;
+  else if (waited > WAIT_LONG_NS && c->spinIters > WAIT_MIN_SPIN)
+    c->spinIters = c->spinIters / 2 > WAIT_MIN_SPIN ? c->spinIters / 2 : WAIT_MIN_SPIN;
+}
+
 weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer) {
   struct weftComm *comm = w->comm;
   uint32_t i = w->iter++;
@@ -40,7 +59,8 @@ weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer) {
   }
   if (w->deadlineMs == 0) {
     w->deadlineMs = weftNowMs() + comm->timeoutMs;
-    if (spin > 0) comm->spinIters = (int)(spin / 2 > 16 ? spin / 2 : 16);
+    w->spin = spin;
+    w->yieldStartNs = nowNs();
   }
   uint32_t yields = (uint32_t)comm->yieldIters;
   if (i < spin + yields) {

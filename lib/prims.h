@@ -13,22 +13,25 @@
 struct weftWaiter {
   struct weftComm *comm;
   uint32_t iter;
+  uint32_t spin;    /* the spin phase of this wait */
   int64_t deadlineMs;
+  int64_t yieldStartNs; /* when the wait stopped spinning */
 };
 
 static inline void weftWaitStart(struct weftWaiter *w, struct weftComm *comm) {
   w->comm = comm;
   w->iter = 0;
+  w->spin = UINT32_MAX; /* set when the wait stops spinning */
   w->deadlineMs = 0;
 }
 
-/* Called when the awaited condition became true. Spinning adapts: a wait that ends within
- * the spin phase lets the next ones spin a little longer (up to spinMax); one that outlasts it
- * halves the spin (in weftWaitPause), so a host that turns busy stops burning cores. */
+/* Called when the awaited condition became true. Spinning adapts to what it buys: a wait that
+ * ended soon after it stopped spinning would have been caught by a longer spin (double it, up
+ * to spinMax); one that lasted long is a peer busy elsewhere or a host that turned busy (halve
+ * it), so such a host stops burning cores and a quiet one keeps spinning. */
+void weftWaitAdapt(struct weftWaiter *w);
 static inline void weftWaitDone(struct weftWaiter *w) {
-  struct weftComm *c = w->comm;
-  if (w->iter > 0 && w->iter < (uint32_t)c->spinIters && c->spinIters < c->spinMax)
-    c->spinIters += c->spinIters / 8 + 1;
+  if (w->iter > w->spin) weftWaitAdapt(w);
 }
 /* Called each time the awaited condition is false. Returns weftTimeout (with a message naming
  * what, peer and the operation) once the communicator's timeout has passed. */
