@@ -556,7 +556,7 @@ static weftResult_t directAllReduce(void *state, struct weftComm *comm,
 static double directCost(void *state, const struct weftComm *comm, size_t bytes) {
   const struct directState *s = state;
   int n = s->n;
-  double sync = comm->nLocalRanks > weftTopoCpuCount() ? 0.7 * n : 0.2 * (n - 1) + 0.1;
+  double sync = comm->oversubscribed ? 0.7 * n : 0.2 * (n - 1) + 0.1;
   double b = (double)bytes;
   if (bytes <= DIRECT_SMALL_BYTES) return sync + b * (2.0 + n) / 10e3;
   if (useInPlace(s, bytes)) return 3 * sync + 2.0 + b * 2.5 / 8e3;

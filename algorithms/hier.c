@@ -135,7 +135,7 @@ static weftResult_t hierAllReduce(void *state, struct weftComm *comm, const stru
  * above (docs/performance.md, "Several hosts"). */
 static double hierCost(void *state, const struct weftComm *comm, size_t bytes) {
   const struct hierState *s = state;
-  double overhead = 0.3 * (comm->nLocalRanks > weftTopoCpuCount() ? 4 : 1);
+  double overhead = 0.3 * (comm->oversubscribed ? 4 : 1);
   double step = s->inter.latencyUs + overhead, b = (double)bytes;
   return (2.0 * (s->m - 1) + 2.0 * (s->h - 1)) * step +
          2.0 * (s->m - 1) / s->m * b / (s->local.bandwidthGBs * 1e3) +

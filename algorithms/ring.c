@@ -134,7 +134,7 @@ double weftRingCost(const struct weftComm *comm, const struct weftRing *ring, si
   int n = ring->n;
   if (n == 1) return 0.1 + (double)bytes / 8e3;
   double lat = ring->latencyUs, bw = ring->bandwidthGBs;
-  double stepUs = lat + 0.3 * (comm->nLocalRanks > weftTopoCpuCount() ? 4 : 1);
+  double stepUs = lat + 0.3 * (comm->oversubscribed ? 4 : 1);
   double wireBytes = 2.0 * (n - 1) / n * (double)bytes;
   return 2.0 * (n - 1) * stepUs + wireBytes / (bw * 1e3);
 }

@@ -200,7 +200,7 @@ static weftResult_t treeAllReduce(void *state, struct weftComm *comm, const stru
 
 static double treeCost(void *state, const struct weftComm *comm, size_t bytes) {
   const struct treeState *s = state;
-  double stepUs = s->latencyUs + 0.3 * (comm->nLocalRanks > weftTopoCpuCount() ? 4 : 1);
+  double stepUs = s->latencyUs + 0.3 * (comm->oversubscribed ? 4 : 1);
   return 2.0 * (s->depth - 1) * stepUs + 2.0 * s->perHost * (double)bytes / (s->bandwidthGBs * 1e3);
 }
 

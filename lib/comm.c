@@ -56,6 +56,12 @@ static weftResult_t findLocalRanks(struct weftComm *comm) {
  * holds the core its peer needs, for a whole scheduler tick. */
 static void chooseWaitStrategy(struct weftComm *comm) {
   int cpus = weftTopoCpuCount();
+  comm->oversubscribed = 0; /* from the all-gathered peer table, so every rank agrees */
+  for (int r = 0; r < comm->nranks; r++) {
+    int sameHost = 0;
+    for (int q = 0; q < comm->nranks; q++) sameHost += comm->peers[q].hostHash == comm->peers[r].hostHash;
+    if (sameHost > comm->peers[r].cpus) comm->oversubscribed = 1;
+  }
   comm->spinMax = comm->nLocalRanks > cpus ? 0 : (int)weftParamSpinIters();
   comm->spinIters = comm->spinMax;
   comm->yieldIters = (int)weftParamYieldIters();

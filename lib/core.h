@@ -67,6 +67,7 @@ struct weftComm {
 
   int64_t timeoutMs;
   int spinIters;  /* busy polls before a wait yields now (adapts, see weftWaitDone) */
+  int oversubscribed; /* some host has more ranks than CPUs: the same on every rank, for costs */
   int spinMax;    /* its ceiling: WEFT_SPIN_ITERS, 0 when ranks outnumber cores */
   int yieldIters; /* yields before a wait sleeps */
   uint64_t opSeq; /* collectives started on this communicator */

@@ -44,6 +44,7 @@ static void readBootId(char *out, size_t len) {
 void weftTopoParsePeerInfo(struct weftPeerInfo *peer) {
   peer->hostId[sizeof peer->hostId - 1] = '\0';
   peer->hostname[sizeof peer->hostname - 1] = '\0';
+  if (peer->cpus < 1) peer->cpus = 1;
 }
 
 static unsigned long long netnsInode(void) {
@@ -55,6 +56,7 @@ weftResult_t weftTopoFillPeerInfo(struct weftPeerInfo *me, int rank) {
   memset(me, 0, sizeof *me);
   me->rank = rank;
   me->pid = (int)getpid();
+  me->cpus = weftTopoCpuCount();
   gethostname(me->hostname, sizeof me->hostname - 1);
   const char *forced = weftParamHostId();
   if (*forced) {

@@ -22,6 +22,7 @@ struct weftPeerInfo {
   uint64_t hostHash;               /* ranks with equal hostHash share memory */
   char hostId[WEFT_HOSTID_BYTES];  /* what hostHash was computed from, for messages */
   char hostname[64];
+  int cpus; /* processing units this rank may run on (hwloc) */
 };
 
 /* A link's performance, for the tuner's cost model (UCX-style performance attributes). */
