@@ -115,13 +115,28 @@ static void startRanks(struct run *run, int nranks, enum mode mode, int captureS
   for (int r = 0; captureStderr && r < nranks; r++)
     snprintf(run->sh->stderrPath[r], sizeof run->sh->stderrPath[r], "/tmp/weft-faults-%d-%d.log",
              (int)getpid(), r);
-  weftUniqueId id;
-  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
+  /* Fork before the bootstrap root thread exists (a child forked while another thread holds
+   * the allocator's lock, as ASan's can be, hangs in malloc); the id follows through a pipe. */
+  int pipes[MAX_RANKS][2];
   fflush(NULL);
   for (int r = 0; r < nranks; r++) {
+    cr_assert_eq(pipe(pipes[r]), 0);
     run->pids[r] = fork();
     cr_assert_geq(run->pids[r], 0);
-    if (run->pids[r] == 0) rankProcess(run->sh, id, r, nranks, mode);
+    if (run->pids[r] == 0) {
+      weftUniqueId id;
+      close(pipes[r][1]);
+      if (read(pipes[r][0], &id, sizeof id) != (ssize_t)sizeof id) _exit(3);
+      close(pipes[r][0]);
+      rankProcess(run->sh, id, r, nranks, mode);
+    }
+    close(pipes[r][0]);
+  }
+  weftUniqueId id;
+  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
+  for (int r = 0; r < nranks; r++) {
+    cr_assert_eq(write(pipes[r][1], &id, sizeof id), (ssize_t)sizeof id);
+    close(pipes[r][1]);
   }
 }
 
