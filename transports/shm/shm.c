@@ -172,19 +172,6 @@ static weftResult_t shmConnected(struct weftConn *c) {
   return weftSuccess;
 }
 
-/* 1 if the process is gone (or a zombie nobody reaped yet). */
-static int processGone(int pid) {
-  if (kill(pid, 0) != 0) return errno == ESRCH;
-  char path[64], stat[256];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE *f = fopen(path, "re");
-  if (f == NULL) return 0;
-  size_t n = fread(stat, 1, sizeof stat - 1, f);
-  fclose(f);
-  stat[n] = '\0';
-  const char *end = strrchr(stat, ')');
-  return end != NULL && end[1] == ' ' && end[2] == 'Z';
-}
 
 /* Called when the FIFO is empty (receiver) or full (sender): an error if the peer closed its
  * side or its process died. */
@@ -204,7 +191,7 @@ static weftResult_t shmCheckPeer(struct weftConn *c) {
   if (now - sc->lastLivenessMs < SHM_LIVENESS_MS) return weftSuccess;
   sc->lastLivenessMs = now;
   int pid = atomic_load_explicit(&sc->fifo->pid[other], memory_order_relaxed);
-  if (pid > 0 && pid != getpid() && processGone(pid))
+  if (pid > 0 && pid != getpid() && weftProcessGone(pid))
     return weftSetError(weftRemoteError, "shm: rank %d (pid %d) exited", c->peer, pid);
   return weftSuccess;
 }
