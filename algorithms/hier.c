@@ -10,7 +10,7 @@
  * over shared memory, 2(h-1)/h * bytes/m over the network; the m inter-host rings of a host
  * share its interface, which so carries 2(h-1)/h * bytes (the host-aware flat ring: 2(n-1)/n
  * * bytes).
- * cost() = (2(m-1) + 2(h-1)) * inter-host step + 2(m-1)/m * bytes / local bandwidth
+ * cost() = (2 * 2(m-1) + 2(h-1)) * inter-host step + 2(m-1)/m * bytes / local bandwidth
  *          + 2(h-1)/h * bytes / inter-host bandwidth. */
 #include <math.h>
 #include <stdio.h>
@@ -133,11 +133,17 @@ static weftResult_t hierAllReduce(void *state, struct weftComm *comm, const stru
  * network steps (once: the loops of a local phase pipeline, they do not wait for the network).
  * With that, it loses to the tree below ~40 KiB and is within 10% of the ring or ahead of it
  * above (docs/performance.md, "Several hosts"). */
+/* Measured on 4 emulated hosts x 2 (medians of 3, docs/performance.md): hier's small-size time
+ * is 1.7x the tree's 6 network steps, i.e. ~10 steps for its 2(m-1) + 2(h-1) = 8: a local step
+ * costs about two network steps (a round trip through the scheduler on each side). This puts
+ * the tree/hier crossover at ~54 KiB, between the measured 32 KiB and 128 KiB. */
+#define HIER_LOCAL_STEP_WEIGHT 2.0
+
 static double hierCost(void *state, const struct weftComm *comm, size_t bytes) {
   const struct hierState *s = state;
   double overhead = 0.3 * (comm->oversubscribed ? 4 : 1);
   double step = s->inter.latencyUs + overhead, b = (double)bytes;
-  return (2.0 * (s->m - 1) + 2.0 * (s->h - 1)) * step +
+  return (2.0 * HIER_LOCAL_STEP_WEIGHT * (s->m - 1) + 2.0 * (s->h - 1)) * step +
          2.0 * (s->m - 1) / s->m * b / (s->local.bandwidthGBs * 1e3) +
          2.0 * (s->h - 1) / s->h * b / (s->inter.bandwidthGBs * 1e3);
 }
