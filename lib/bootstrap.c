@@ -53,6 +53,7 @@ enum {
   ID_VERSION = 1,
 };
 _Static_assert(HELLO_BYTES == WEFT_BOOT_HELLO_BYTES && ADDR_BYTES == WEFT_BOOT_ADDR_BYTES &&
+               ADDR_BYTES == WEFT_SOCK_WIRE_BYTES &&
                    REPLY_HEADER_BYTES == WEFT_BOOT_REPLY_HEADER_BYTES,
                "bootstrap.h sizes");
 #define ID_MAGIC 0x57465449u    /* "WFTI" */
@@ -234,37 +235,9 @@ static weftResult_t fillRandom(void *buf, size_t len) {
   return weftSuccess;
 }
 
-static void encodeAddr(uint8_t out[ADDR_BYTES], const union weftSockAddr *addr) {
-  memset(out, 0, ADDR_BYTES);
-  if (addr->sa.sa_family == AF_INET) {
-    out[0] = 4;
-    memcpy(out + 2, &addr->sin.sin_port, 2); /* already network order */
-    memcpy(out + 4, &addr->sin.sin_addr, 4);
-  } else if (addr->sa.sa_family == AF_INET6) {
-    out[0] = 6;
-    memcpy(out + 2, &addr->sin6.sin6_port, 2);
-    memcpy(out + 4, &addr->sin6.sin6_addr, 16);
-    putBe32(out + 20, addr->sin6.sin6_scope_id);
-  }
-}
-
 /* 1: an address, 0: none (family 0), -1: malformed. */
 int weftBootstrapParseAddr(const uint8_t *in, union weftSockAddr *addr) {
-  memset(addr, 0, sizeof *addr);
-  if (in[0] == 0) return 0;
-  if (in[0] == 4) {
-    addr->sin.sin_family = AF_INET;
-    memcpy(&addr->sin.sin_port, in + 2, 2);
-    memcpy(&addr->sin.sin_addr, in + 4, 4);
-  } else if (in[0] == 6) {
-    addr->sin6.sin6_family = AF_INET6;
-    memcpy(&addr->sin6.sin6_port, in + 2, 2);
-    memcpy(&addr->sin6.sin6_addr, in + 4, 16);
-    addr->sin6.sin6_scope_id = getBe32(in + 20);
-  } else {
-    return -1;
-  }
-  return addr->sin.sin_port != 0 ? 1 : -1;
+  return weftSockAddrDecode(in, addr);
 }
 
 static void encodeId(weftUniqueId *id, const union weftSockAddr *root, const uint8_t *secret) {
@@ -273,7 +246,7 @@ static void encodeId(weftUniqueId *id, const union weftSockAddr *root, const uin
   putBe32(p, ID_MAGIC);
   p[4] = 0;
   p[5] = ID_VERSION;
-  encodeAddr(p + 8, root);
+  weftSockAddrEncode(p + 8, root);
   memcpy(p + 32, secret, SECRET_BYTES);
 }
 
@@ -1099,7 +1072,7 @@ static weftResult_t registerWithRoot(const struct rendezvous *rv, struct weftBoo
       .rv = rv, .b = b, .fd = -1, .registered = -1, .startMs = startMs, .deadlineMs = deadlineMs};
   WEFTCHECK(dialRoot(rv, b->rank, startMs, deadlineMs, &reg.fd, reg.serverNonce));
   uint8_t addr[ADDR_BYTES], hello[HELLO_BYTES];
-  encodeAddr(addr, listenAddr);
+  weftSockAddrEncode(addr, listenAddr);
   weftResult_t res = fillRandom(reg.clientNonce, NONCE_BYTES);
   if (res == weftSuccess) {
     helloBuild(hello, rv->secret, reg.serverNonce, HELLO_REGISTER, b->rank, b->nranks,
@@ -1308,7 +1281,7 @@ static weftResult_t formRing(struct weftBootstrap *b, const struct rendezvous *r
                          .listenFd = listenFd,
                          .startMs = startMs,
                          .deadlineMs = deadlineMs};
-  encodeAddr(rs.myAddr, listenAddr);
+  weftSockAddrEncode(rs.myAddr, listenAddr);
   weftSockAddrName(listenAddr, rs.listenName);
   snprintf(rs.pending.owner, sizeof rs.pending.owner, "rank %d's listener at %s", b->rank,
            rs.listenName);

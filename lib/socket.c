@@ -446,3 +446,38 @@ int weftPollUntil(struct pollfd *fds, nfds_t nfds, int64_t deadlineMs) {
     if (ready >= 0 || errno != EINTR) return ready;
   }
 }
+
+void weftSockAddrEncode(uint8_t out[WEFT_SOCK_WIRE_BYTES], const union weftSockAddr *addr) {
+  memset(out, 0, WEFT_SOCK_WIRE_BYTES);
+  if (addr->sa.sa_family == AF_INET) {
+    out[0] = 4;
+    memcpy(out + 2, &addr->sin.sin_port, 2); /* already network order */
+    memcpy(out + 4, &addr->sin.sin_addr, 4);
+  } else if (addr->sa.sa_family == AF_INET6) {
+    uint32_t scope = htonl(addr->sin6.sin6_scope_id);
+    out[0] = 6;
+    memcpy(out + 2, &addr->sin6.sin6_port, 2);
+    memcpy(out + 4, &addr->sin6.sin6_addr, 16);
+    memcpy(out + 20, &scope, 4);
+  }
+}
+
+int weftSockAddrDecode(const uint8_t in[WEFT_SOCK_WIRE_BYTES], union weftSockAddr *addr) {
+  memset(addr, 0, sizeof *addr);
+  if (in[0] == 0) return 0;
+  if (in[0] == 4) {
+    addr->sin.sin_family = AF_INET;
+    memcpy(&addr->sin.sin_port, in + 2, 2);
+    memcpy(&addr->sin.sin_addr, in + 4, 4);
+  } else if (in[0] == 6) {
+    uint32_t scope;
+    addr->sin6.sin6_family = AF_INET6;
+    memcpy(&addr->sin6.sin6_port, in + 2, 2);
+    memcpy(&addr->sin6.sin6_addr, in + 4, 16);
+    memcpy(&scope, in + 20, 4);
+    addr->sin6.sin6_scope_id = ntohl(scope);
+  } else {
+    return -1;
+  }
+  return addr->sin.sin_port != 0 ? 1 : -1;
+}

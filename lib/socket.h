@@ -26,6 +26,13 @@ union weftSockAddr {
 #define WEFT_SOCK_CLOSED (-1)  /* the peer closed the connection (EOF, ECONNRESET, EPIPE) */
 #define WEFT_SOCK_TIMEOUT (-2) /* the deadline passed first */
 
+/* The wire form of an address, shared by the bootstrap and the TCP transport: family (0 none,
+ * 4 or 6), 1 pad byte, port (network order), 16 address bytes, IPv6 scope id (big-endian). */
+#define WEFT_SOCK_WIRE_BYTES 24
+void weftSockAddrEncode(uint8_t out[WEFT_SOCK_WIRE_BYTES], const union weftSockAddr *addr);
+/* 1: an address, 0: none (family 0), -1: malformed (unknown family or port 0). */
+int weftSockAddrDecode(const uint8_t in[WEFT_SOCK_WIRE_BYTES], union weftSockAddr *addr);
+
 socklen_t weftSockAddrLen(const union weftSockAddr *addr);
 /* "ip:port" or "[ip6]:port"; returns name. */
 const char *weftSockAddrName(const union weftSockAddr *addr, char name[WEFT_SOCK_NAME_MAX]);

@@ -32,37 +32,6 @@ uint64_t weftTcpGetBe64(const uint8_t *p) {
 }
 
 /* family u8 (0, 4, 6) | 0 u8 | port u16 | address[16] | IPv6 scope u32, as the bootstrap. */
-static void tcpEncodeAddr(uint8_t out[TCP_ADDR_BYTES], const union weftSockAddr *addr) {
-  memset(out, 0, TCP_ADDR_BYTES);
-  if (addr->sa.sa_family == AF_INET) {
-    out[0] = 4;
-    memcpy(out + 2, &addr->sin.sin_port, 2);
-    memcpy(out + 4, &addr->sin.sin_addr, 4);
-  } else if (addr->sa.sa_family == AF_INET6) {
-    out[0] = 6;
-    memcpy(out + 2, &addr->sin6.sin6_port, 2);
-    memcpy(out + 4, &addr->sin6.sin6_addr, 16);
-    weftTcpPutBe32(out + 20, addr->sin6.sin6_scope_id);
-  }
-}
-
-static int tcpDecodeAddr(const uint8_t in[TCP_ADDR_BYTES], union weftSockAddr *addr) {
-  memset(addr, 0, sizeof *addr);
-  if (in[0] == 0) return 0;
-  if (in[0] == 4) {
-    addr->sin.sin_family = AF_INET;
-    memcpy(&addr->sin.sin_port, in + 2, 2);
-    memcpy(&addr->sin.sin_addr, in + 4, 4);
-  } else if (in[0] == 6) {
-    addr->sin6.sin6_family = AF_INET6;
-    memcpy(&addr->sin6.sin6_port, in + 2, 2);
-    memcpy(&addr->sin6.sin6_addr, in + 4, 16);
-    addr->sin6.sin6_scope_id = weftTcpGetBe32(in + 20);
-  } else {
-    return -1;
-  }
-  return 0;
-}
 
 static void tcpPutShape(uint8_t *p, const struct tcpShape *shape) {
   weftTcpPutBe64(p, shape->slotBytes);
@@ -95,7 +64,7 @@ void weftTcpEncodeBlob(const struct tcpBlob *b, void *out) {
   weftTcpPutBe32(p + 8, b->rank);
   tcpPutShape(p + 12, &b->shape);
   weftTcpPutBe64(p + 32, b->connId);
-  tcpEncodeAddr(p + 40, &b->listen);
+  weftSockAddrEncode(p + 40, &b->listen);
 }
 
 int weftTcpDecodeBlob(const void *in, struct tcpBlob *b) {
@@ -106,7 +75,7 @@ int weftTcpDecodeBlob(const void *in, struct tcpBlob *b) {
   b->rank = weftTcpGetBe32(p + 8);
   tcpGetShape(p + 12, &b->shape);
   b->connId = weftTcpGetBe64(p + 32);
-  return tcpDecodeAddr(p + 40, &b->listen);
+  return weftSockAddrDecode(p + 40, &b->listen) < 0 ? -1 : 0;
 }
 
 /* payload = connId u64 | fromRank u32 | toRank u32 | stream u32 | shape[20] | clientNonce[16] */
