@@ -553,7 +553,8 @@ static weftResult_t directAllReduce(void *state, struct weftComm *comm,
 
 /* Calibrated on a 2-core x86 host: a flag round costs ~0.2 us per peer when every rank has a
  * core, a scheduler round trip (~0.7 us per rank) when ranks outnumber cores. */
-static double directCost(void *state, const struct weftComm *comm, size_t bytes) {
+static double directCost(void *state, const struct weftComm *comm, size_t count, size_t bytes) {
+  (void)count;
   const struct directState *s = state;
   int n = s->n;
   double sync = comm->oversubscribed ? 0.7 * n : 0.2 * (n - 1) + 0.1;

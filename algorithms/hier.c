@@ -139,7 +139,8 @@ static weftResult_t hierAllReduce(void *state, struct weftComm *comm, const stru
  * the tree/hier crossover at ~54 KiB, between the measured 32 KiB and 128 KiB. */
 #define HIER_LOCAL_STEP_WEIGHT 2.0
 
-static double hierCost(void *state, const struct weftComm *comm, size_t bytes) {
+static double hierCost(void *state, const struct weftComm *comm, size_t count, size_t bytes) {
+  (void)count;
   const struct hierState *s = state;
   double overhead = 0.3 * (comm->oversubscribed ? 4 : 1);
   double step = s->inter.latencyUs + overhead, b = (double)bytes;

@@ -19,7 +19,8 @@ weftResult_t weftRingReduceScatterSlices(struct weftPrims *p, struct weftRing *r
                                          size_t sliceElems, size_t maxChunk);
 weftResult_t weftRingAllGatherSlices(struct weftPrims *p, struct weftRing *ring, void *recv,
                                      size_t count, size_t sliceElems, size_t maxChunk);
-/* Predicted microseconds of an AllReduce of bytes over ring. */
-double weftRingCost(const struct weftComm *comm, const struct weftRing *ring, size_t bytes);
+/* Predicted microseconds of an AllReduce of count elements (bytes in all) over ring. */
+double weftRingCost(const struct weftComm *comm, const struct weftRing *ring, size_t count,
+                    size_t bytes);
 
 #endif

@@ -198,7 +198,8 @@ static weftResult_t treeAllReduce(void *state, struct weftComm *comm, const stru
   return weftSuccess;
 }
 
-static double treeCost(void *state, const struct weftComm *comm, size_t bytes) {
+static double treeCost(void *state, const struct weftComm *comm, size_t count, size_t bytes) {
+  (void)count;
   const struct treeState *s = state;
   double stepUs = s->latencyUs + 0.3 * (comm->oversubscribed ? 4 : 1);
   return 2.0 * (s->depth - 1) * stepUs + 2.0 * s->perHost * (double)bytes / (s->bandwidthGBs * 1e3);

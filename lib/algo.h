@@ -26,9 +26,10 @@ struct weftAlgoOps {
   /* Collective over the communicator (every rank calls it, in registry order). Sets *state to
    * NULL, with the reason in why, when the algorithm cannot run on this communicator. */
   weftResult_t (*init)(struct weftComm *comm, void **state, char *why, size_t whyLen);
-  /* Predicted time in microseconds of one AllReduce of `bytes` on this communicator. Pure:
-   * every rank computes the same value, so every rank picks the same algorithm. */
-  double (*cost)(void *state, const struct weftComm *comm, size_t bytes);
+  /* Predicted time in microseconds of one AllReduce of count elements (`bytes` in all) on this
+   * communicator. Pure: every rank computes the same value, so every rank picks the same
+   * algorithm. The count matters where it leaves parts of a schedule empty (a ring's chunks). */
+  double (*cost)(void *state, const struct weftComm *comm, size_t count, size_t bytes);
   /* Runs one AllReduce; returns when recvbuff holds the result. */
   weftResult_t (*allReduce)(void *state, struct weftComm *comm, const struct weftCollArgs *args);
   weftResult_t (*finalize)(void *state);

@@ -75,7 +75,7 @@ weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   /* A plain store, not a locked add: one thread calls collectives on a communicator, and
    * weftCommAbort only has to see calls that are already waiting (see weftCommAbort). */
   atomic_store_explicit(&comm->busy, 1, memory_order_release);
-  int algo = weftTuneChoose(comm, args.bytes);
+  int algo = weftTuneChoose(comm, args.count, args.bytes);
   args.seq = ++comm->opSeq;
   comm->opSig[0] = args.seq;
   comm->opSig[1] = (uint64_t)count << 16 | (uint64_t)datatype << 8 | (uint64_t)op;

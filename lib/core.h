@@ -142,8 +142,8 @@ void weftRingClose(struct weftRing *ring);
 /* The communicator's ring over all ranks, grouped by host. */
 weftResult_t weftRingConnect(struct weftComm *comm);
 
-/* Tuner (lib/tune.c): the algorithm for one AllReduce of `bytes`. */
-int weftTuneChoose(struct weftComm *comm, size_t bytes);
+/* Tuner (lib/tune.c): the algorithm for one AllReduce of count elements, `bytes` in all. */
+int weftTuneChoose(struct weftComm *comm, size_t count, size_t bytes);
 weftResult_t weftTuneInit(struct weftComm *comm);
 
 /* Argument checks at the API boundary (lib/argcheck.c). Each fills the thread's last error. */

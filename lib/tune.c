@@ -44,13 +44,13 @@ static void explain(struct weftComm *comm, size_t bytes, int best, const double 
        comm->nranks, comm->nLocalRanks, weftAlgos[best]->name, line);
 }
 
-int weftTuneChoose(struct weftComm *comm, size_t bytes) {
+int weftTuneChoose(struct weftComm *comm, size_t count, size_t bytes) {
   if (comm->forcedAlgo >= 0) return comm->forcedAlgo;
   double cost[WEFT_MAX_ALGOS];
   int best = -1;
   for (int a = 0; weftAlgos[a] != NULL; a++) {
     if (comm->algoState[a] == NULL) continue;
-    cost[a] = weftAlgos[a]->cost(comm->algoState[a], comm, bytes);
+    cost[a] = weftAlgos[a]->cost(comm->algoState[a], comm, count, bytes);
     if (best < 0 || cost[a] < cost[best]) best = a;
   }
   if (weftLogLevel != 0 && weftLogEnabled(WEFT_LOG_INFO, WEFT_TUNE)) explain(comm, bytes, best, cost);
@@ -73,6 +73,6 @@ weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count, weftDataT
   size_t bytes = 0;
   weftResult_t rc = weftCheckCollArgs(&dummy, &dummy, count, datatype, weftSum, &bytes);
   if (rc != weftSuccess) return weftReportTo(comm, rc);
-  *name = count == 0 ? "none" : weftAlgos[weftTuneChoose(comm, bytes)]->name;
+  *name = count == 0 ? "none" : weftAlgos[weftTuneChoose(comm, count, bytes)]->name;
   return weftSuccess;
 }
