@@ -124,6 +124,38 @@ weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t *asyncError);
  * non-blocking init runs. */
 weftResult_t weftCommFinalize(weftComm_t comm);
 
+/* Flags of weftCommShrink. WEFT_SHRINK_ABORT: comm had an error, or is to be given up: its
+ * links are closed first (collectives still blocked on them, here or on peers, return with an
+ * error) and it accepts no further collective; destroy or abort it after the shrink. */
+#define WEFT_SHRINK_DEFAULT 0x00
+#define WEFT_SHRINK_ABORT 0x01
+
+/* A new communicator of the ranks of comm that are not in excludeRanksList, without a new
+ * unique id, also after the excluded ranks died: the members meet through comm's bootstrap
+ * listeners. Collective over the members: every rank not excluded calls it, with the same
+ * list, and in the same order relative to the other shrinks and recovers of comm; excluded
+ * ranks do not call it (listing one's own rank is weftInvalidArgument). The new ranks keep the
+ * old ranks' order. Members that disagree on the list fail (weftRemoteError or weftTimeout)
+ * instead of forming a wrong communicator. config as in weftCommInitRankConfig (NULL: comm's
+ * timeout, blocking); comm must stay alive until newcomm's init has completed, and is
+ * destroyed or aborted on its own. */
+weftResult_t weftCommShrink(weftComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            weftComm_t *newcomm, weftConfig_t *config, int shrinkFlags);
+
+/* weft extension (not in NCCL): after a failure, the ranks of comm that are still alive build
+ * a new communicator in one call, agreeing among themselves on who is gone, so an elastic
+ * training loop needs no agreement protocol of its own. Every surviving rank calls it (in the
+ * same order relative to other shrinks and recovers of comm). A rank is gone when its process
+ * is (same host) or its bootstrap listener refuses connections or does not answer (another
+ * host); survivors retry until they see the same set, or until the timeout. A stuck rank
+ * (SIGSTOP) is alive: recovery waits for it until the timeout; exclude it with
+ * weftCommShrink. comm's links are closed first, as with WEFT_SHRINK_ABORT. excludedRanks
+ * (room for comm's rank count; may be NULL) receives the old ranks left out, ascending, and
+ * *excludedCount (may be NULL) their number, once init has passed the agreement (blocking: on
+ * return). New ranks keep the old ranks' order. */
+weftResult_t weftCommRecover(weftComm_t comm, weftComm_t *newcomm, weftConfig_t *config,
+                             int *excludedRanks, int *excludedCount);
+
 weftResult_t weftCommCount(const weftComm_t comm, int *count);
 weftResult_t weftCommUserRank(const weftComm_t comm, int *rank);
 

@@ -80,8 +80,13 @@ struct weftBootstrap {
   int rank, nranks;
   int nextFd;                /* connection to rank+1: this rank sends on it */
   int prevFd;                /* connection from rank-1: this rank receives on it */
-  union weftSockAddr *peers; /* each rank's listen address, for error messages */
+  union weftSockAddr *peers; /* each rank's listen address */
   uint8_t secret[SECRET_BYTES]; /* kept for transports that authenticate their own sockets */
+  /* Open for the communicator's life: weftBootstrapSplit forms the rings of shrunk
+   * communicators through it, and its refusing connections is how survivors tell a dead
+   * rank from a live one (weftBootstrapProbe). */
+  int listenFd;
+  union weftSockAddr listenAddr;
 };
 
 /* ---- Bytes ---- */
@@ -1273,11 +1278,11 @@ static weftResult_t ringLoop(struct ringSetup *rs) {
   return weftSuccess;
 }
 
-static weftResult_t formRing(struct weftBootstrap *b, const struct rendezvous *rv, int listenFd,
+static weftResult_t formRing(struct weftBootstrap *b, const uint8_t *secret, int listenFd,
                              const union weftSockAddr *listenAddr, int64_t startMs,
                              int64_t deadlineMs) {
   struct ringSetup rs = {.b = b,
-                         .secret = rv->secret,
+                         .secret = secret,
                          .listenFd = listenFd,
                          .startMs = startMs,
                          .deadlineMs = deadlineMs};
@@ -1322,14 +1327,18 @@ weftResult_t weftBootstrapInit(const weftUniqueId *id, int rank, int nranks, int
     res = weftSetError(weftSystemError, "bootstrap: out of memory");
     goto done;
   }
-  *b = (struct weftBootstrap){.rank = rank, .nranks = nranks, .nextFd = -1, .prevFd = -1};
+  *b = (struct weftBootstrap){
+      .rank = rank, .nranks = nranks, .nextFd = -1, .prevFd = -1, .listenFd = -1};
   if (rv.fromCommId && rank == 0)
     WEFTCHECKGOTO(startRoot(&rv.root, rv.secret, deadlineMs, NULL), res, done);
   if (nranks > 1) WEFTCHECKGOTO(openRingListener(&rv, rank, &listenFd, &listenAddr), res, done);
   WEFTCHECKGOTO(registerWithRoot(&rv, b, &listenAddr, startMs, deadlineMs), res, done);
   if (nranks > 1)
-    WEFTCHECKGOTO(formRing(b, &rv, listenFd, &listenAddr, startMs, deadlineMs), res, done);
+    WEFTCHECKGOTO(formRing(b, rv.secret, listenFd, &listenAddr, startMs, deadlineMs), res, done);
   memcpy(b->secret, rv.secret, SECRET_BYTES);
+  b->listenFd = listenFd;
+  b->listenAddr = listenAddr;
+  listenFd = -1;
   INFO(WEFT_BOOT, "bootstrap: rank %d of %d connected through %s in %lld ms", rank, nranks,
        rv.rootName, (long long)(weftNowMs() - startMs));
 done:
@@ -1474,6 +1483,7 @@ weftResult_t weftBootstrapClose(struct weftBootstrap *b) {
   explicit_bzero(b->secret, sizeof b->secret);
   weftSocketClose(&b->nextFd);
   weftSocketClose(&b->prevFd);
+  weftSocketClose(&b->listenFd);
   free(b->peers);
   free(b);
   return weftSuccess;
@@ -1484,4 +1494,102 @@ const uint8_t *weftBootstrapSecret(const struct weftBootstrap *b) { return b->se
 const union weftSockAddr *weftBootstrapPeerAddr(const struct weftBootstrap *b, int rank) {
   if (b == NULL || b->peers == NULL || rank < 0 || rank >= b->nranks) return NULL;
   return b->peers[rank].sa.sa_family != 0 ? &b->peers[rank] : NULL;
+}
+
+/* ---- Splits: the bootstrap of a communicator of some of the ranks (weftCommShrink) ---- */
+
+/* The parent's secret bound to the epoch and the member list: members that disagree on either
+ * refuse each other's ring hellos, so a disagreement fails instead of forming a wrong ring. */
+static void splitSecret(const uint8_t *parent, uint64_t epoch, const int *members, int n,
+                        uint8_t *out) {
+  struct sipHash lo, hi;
+  sipInit(&lo, parent);
+  sipInit(&hi, parent);
+  sipUpdateByte(&lo, 'l');
+  sipUpdateByte(&hi, 'h');
+  uint8_t word[8];
+  putBe64(word, epoch);
+  sipUpdate(&lo, word, 8);
+  sipUpdate(&hi, word, 8);
+  for (int i = 0; i < n; i++) {
+    putBe32(word, (uint32_t)members[i]);
+    sipUpdate(&lo, word, 4);
+    sipUpdate(&hi, word, 4);
+  }
+  putLe64(out, sipFinal(&lo));
+  putLe64(out + 8, sipFinal(&hi));
+}
+
+/* A listener of its own, so the new communicator can be split in turn after its parent is
+ * gone; its address travels over the new ring. */
+static weftResult_t splitListener(struct weftBootstrap *b, const union weftSockAddr *like,
+                                  int64_t deadlineMs) {
+  union weftSockAddr local = *like;
+  if (local.sa.sa_family == AF_INET6)
+    local.sin6.sin6_port = 0;
+  else
+    local.sin.sin_port = 0;
+  WEFTCHECK(weftSocketListen(&local, &b->listenFd, &b->listenAddr));
+  uint8_t *table = calloc((size_t)b->nranks, ADDR_BYTES);
+  if (table == NULL) return weftSetError(weftSystemError, "bootstrap: out of memory");
+  weftSockAddrEncode(table + (size_t)b->rank * ADDR_BYTES, &b->listenAddr);
+  weftResult_t res = weftBootstrapAllGather(b, table, ADDR_BYTES, deadlineMs);
+  int bad = res == weftSuccess ? weftBootstrapParseTable(table, b->nranks, b->peers) : -1;
+  if (bad >= 0)
+    res = weftSetError(weftRemoteError, "bootstrap: rank %d sent an invalid listen address", bad);
+  free(table);
+  return res;
+}
+
+static weftResult_t checkMembers(const struct weftBootstrap *parent, const int *members, int n,
+                                 int *me) {
+  *me = -1;
+  for (int i = 0; i < n; i++) {
+    if (members[i] < 0 || members[i] >= parent->nranks || (i > 0 && members[i] <= members[i - 1]))
+      return weftSetError(weftInternalError, "bootstrap: split members not ascending in range");
+    if (members[i] == parent->rank) *me = i;
+  }
+  if (*me < 0) return weftSetError(weftInternalError, "bootstrap: rank %d splits without itself", parent->rank);
+  if (n > 1 && parent->listenFd < 0)
+    return weftSetError(weftInternalError, "bootstrap: rank %d has no listener to split", parent->rank);
+  return weftSuccess;
+}
+
+weftResult_t weftBootstrapSplit(struct weftBootstrap *parent, const int *members, int n,
+                                uint64_t epoch, int64_t deadlineMs, struct weftBootstrap **out) {
+  *out = NULL;
+  int me;
+  WEFTCHECK(checkMembers(parent, members, n, &me));
+  int64_t startMs = weftNowMs();
+  struct weftBootstrap *b = calloc(1, sizeof *b);
+  union weftSockAddr *peers = calloc((size_t)n, sizeof *peers);
+  if (b == NULL || peers == NULL) {
+    free(b);
+    free(peers);
+    return weftSetError(weftSystemError, "bootstrap: out of memory");
+  }
+  *b = (struct weftBootstrap){
+      .rank = me, .nranks = n, .nextFd = -1, .prevFd = -1, .listenFd = -1, .peers = peers};
+  for (int i = 0; i < n && parent->peers != NULL; i++) peers[i] = parent->peers[members[i]];
+  splitSecret(parent->secret, epoch, members, n, b->secret);
+  weftResult_t res = weftSuccess;
+  if (n > 1) res = formRing(b, b->secret, parent->listenFd, &parent->listenAddr, startMs, deadlineMs);
+  if (res == weftSuccess && n > 1) res = splitListener(b, &parent->listenAddr, deadlineMs);
+  if (res != weftSuccess) {
+    weftBootstrapClose(b);
+    return res;
+  }
+  INFO(WEFT_BOOT, "bootstrap: rank %d is rank %d of %d after a split (epoch %llu) in %lld ms",
+       parent->rank, me, n, (unsigned long long)epoch, (long long)(weftNowMs() - startMs));
+  *out = b;
+  return weftSuccess;
+}
+
+int weftBootstrapProbe(const struct weftBootstrap *b, int rank, int64_t timeoutMs) {
+  const union weftSockAddr *addr = weftBootstrapPeerAddr(b, rank);
+  if (addr == NULL || rank == b->rank) return 1;
+  int fd = -1;
+  int rc = weftSocketConnect(addr, weftNowMs() + timeoutMs, &fd);
+  weftSocketClose(&fd);
+  return !(rc == ECONNREFUSED || rc == EHOSTUNREACH || rc == ENETUNREACH || rc == WEFT_SOCK_TIMEOUT);
 }

@@ -32,6 +32,15 @@ const uint8_t *weftBootstrapSecret(const struct weftBootstrap *b);
  * WEFT_SOCKET_IFNAME, or toward the root), or NULL where unknown (a one-rank communicator). */
 union weftSockAddr;
 const union weftSockAddr *weftBootstrapPeerAddr(const struct weftBootstrap *b, int rank);
+/* The bootstrap of a communicator of the ranks members[0..n) of parent (ascending, this rank
+ * among them), which become its ranks 0..n-1: a ring formed through the parent's listeners,
+ * with a secret bound to epoch and the member list (members that disagree refuse each other).
+ * Collective over the members; the parent stays usable. */
+weftResult_t weftBootstrapSplit(struct weftBootstrap *parent, const int *members, int n,
+                                uint64_t epoch, int64_t deadlineMs, struct weftBootstrap **out);
+/* Whether rank's listener still answers: 0 when the connection is refused or the host does
+ * not answer within timeoutMs (the rank is gone), else 1. */
+int weftBootstrapProbe(const struct weftBootstrap *b, int rank, int64_t timeoutMs);
 /* Closes every socket; never blocks. */
 weftResult_t weftBootstrapClose(struct weftBootstrap *b);
 

@@ -95,6 +95,7 @@ static void commFree(struct weftComm *comm) {
   if (comm->boot != NULL) weftBootstrapClose(comm->boot);
   free(comm->localRanks);
   free(comm->peers);
+  weftSplitFree(comm->split);
   comm->magic = 0;
   free(comm);
 }
@@ -110,9 +111,14 @@ static weftResult_t checkInitArgs(weftComm_t *out, int nranks, int rank, int64_t
   return weftSuccess;
 }
 
-/* Everything of init that talks to peers; on failure the caller frees with commFree. */
+/* Everything of init that talks to peers; on failure the caller frees with commFree. A
+ * communicator made by weftCommShrink/weftCommRecover splits its parent's bootstrap instead
+ * of meeting at a root. */
 static weftResult_t commInitBody(struct weftComm *comm) {
-  WEFTCHECK(weftBootstrapInit(&comm->initId, comm->rank, comm->nranks, weftDeadline(comm), &comm->boot));
+  if (comm->split != NULL)
+    WEFTCHECK(weftSplitBootstrap(comm));
+  else
+    WEFTCHECK(weftBootstrapInit(&comm->initId, comm->rank, comm->nranks, weftDeadline(comm), &comm->boot));
   WEFTCHECK(exchangePeerInfo(comm));
   WEFTCHECK(findLocalRanks(comm));
   chooseWaitStrategy(comm);
@@ -139,7 +145,7 @@ static void *initThreadMain(void *arg) {
   return NULL;
 }
 
-static weftResult_t checkConfig(const weftConfig_t *config, int *blocking, int64_t *timeoutMs) {
+weftResult_t weftConfigRead(const weftConfig_t *config, int *blocking, int64_t *timeoutMs) {
   if (config == NULL) return weftSuccess;
   if (config->size != sizeof(weftConfig_t) || config->magic != WEFT_CONFIG_MAGIC)
     return weftSetError(weftInvalidArgument,
@@ -161,11 +167,18 @@ weftResult_t weftCommInitRankConfig(weftComm_t *out, int nranks, weftUniqueId co
   weftClearThreadError();
   int64_t timeoutMs = weftParamTimeoutMs();
   int blocking = 1;
-  WEFTCHECK(checkConfig(config, &blocking, &timeoutMs));
+  WEFTCHECK(weftConfigRead(config, &blocking, &timeoutMs));
   WEFTCHECK(checkInitArgs(out, nranks, rank, timeoutMs));
   weftLogSetRank(rank);
-  struct weftComm *comm = calloc(1, sizeof *comm);
+  struct weftComm *comm = weftCommAlloc(rank, nranks, timeoutMs);
   if (comm == NULL) return weftSetError(weftSystemError, "out of memory");
+  comm->initId = commId;
+  return weftCommStartInit(comm, blocking, out);
+}
+
+struct weftComm *weftCommAlloc(int rank, int nranks, int64_t timeoutMs) {
+  struct weftComm *comm = calloc(1, sizeof *comm);
+  if (comm == NULL) return NULL;
   comm->magic = WEFT_COMM_MAGIC;
   comm->rank = rank;
   comm->nranks = nranks;
@@ -173,7 +186,10 @@ weftResult_t weftCommInitRankConfig(weftComm_t *out, int nranks, weftUniqueId co
   comm->spinIters = comm->spinMax = 0;
   comm->yieldIters = 1000;
   comm->forcedAlgo = -1;
-  comm->initId = commId;
+  return comm;
+}
+
+weftResult_t weftCommStartInit(struct weftComm *comm, int blocking, weftComm_t *out) {
   weftResult_t rc;
   if (blocking) {
     WEFTCHECKGOTO(commInitBody(comm), rc, fail);

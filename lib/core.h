@@ -95,6 +95,12 @@ struct weftComm {
 
   struct weftFlightEntry flight[WEFT_FLIGHT_OPS];
   uint64_t flightNext; /* entries ever written */
+
+  /* Shrink and recover (lib/shrink.c). split: how a communicator made by them finds its
+   * members (NULL for one made from a unique id); splitsBegun: splits of this communicator
+   * so far, the epoch of the next, the same on every rank that makes the same calls. */
+  struct weftSplit *split;
+  uint64_t splitsBegun;
 };
 
 /* Whether weftCommAbort was called on comm. */
@@ -118,6 +124,17 @@ extern _Thread_local _Atomic int *weftThreadAbortFlag;
 /* The number of entries in the NULL-terminated registries. */
 int weftTransportCount(void);
 int weftAlgoCount(void);
+
+/* Life cycle pieces shared by init and shrink (lib/comm.c). */
+struct weftComm *weftCommAlloc(int rank, int nranks, int64_t timeoutMs);
+/* Runs init (bootstrap or split, then transports, rings, algorithms), on return when
+ * blocking, else in a background thread (weftInProgress). Frees comm on failure. */
+weftResult_t weftCommStartInit(struct weftComm *comm, int blocking, weftComm_t *out);
+/* Validates config and applies its fields over the defaults given. */
+weftResult_t weftConfigRead(const weftConfig_t *config, int *blocking, int64_t *timeoutMs);
+/* The bootstrap of a shrunk or recovered communicator, and what it owns (lib/shrink.c). */
+weftResult_t weftSplitBootstrap(struct weftComm *comm);
+void weftSplitFree(struct weftSplit *split);
 
 /* Topology (lib/topo.c). */
 weftResult_t weftTopoFillPeerInfo(struct weftPeerInfo *me, int rank);
