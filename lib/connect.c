@@ -1,6 +1,7 @@
 /* Connections: pick a transport per link (first registered that says yes), exchange the setup
  * blobs through the bootstrap, connect. One collective call connects any set of links (rings,
  * trees); every rank calls it at the same point, each with its own links. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -47,6 +48,11 @@ void weftTransportsFinalize(struct weftComm *comm) {
     }
 }
 
+/* See lib/transport.h: the fault-injection tests' way between a link and its transport. */
+static _Atomic(weftTransportInterposer) interposer;
+
+void weftTransportInterpose(weftTransportInterposer fn) { atomic_store(&interposer, fn); }
+
 static weftResult_t selectTransport(struct weftComm *comm, int peer, struct weftConn *c) {
   for (int t = 0; weftTransports[t] != NULL; t++) {
     if (comm->transportState[t] == NULL) continue;
@@ -54,7 +60,9 @@ static weftResult_t selectTransport(struct weftComm *comm, int peer, struct weft
     WEFTCHECK(weftTransports[t]->canConnect(comm->transportState[t], &comm->peers[comm->rank],
                                             &comm->peers[peer], &ok, &c->caps));
     if (ok) {
-      c->ops = weftTransports[t];
+      weftTransportInterposer wrap = atomic_load(&interposer);
+      c->peer = peer;
+      c->ops = wrap != NULL ? wrap(comm->rank, c, weftTransports[t]) : weftTransports[t];
       c->state = comm->transportState[t];
       INFO(WEFT_INIT, "rank %d %s rank %d via %s (%.2f us, %.1f GB/s)", comm->rank,
            c->dir == WEFT_DIR_SEND ? "->" : "<-", peer, c->ops->name, c->caps.latencyUs,

@@ -85,4 +85,17 @@ struct weftTransportOps {
 /* The registry (lib/registry.c): transports in order of preference, NULL-terminated. */
 extern const struct weftTransportOps *const weftTransports[];
 
+/* Test hook (tests/fault): a function that may put a wrapper table between the library and the
+ * transport chosen for a link. Fault-injection tests need to drop, delay or kill at a chosen
+ * step of any transport, present or future, without each transport growing its own fault
+ * switches. It is called once per link, in selectTransport (lib/connect.c), with the rank,
+ * the link (dir and peer set, nothing set up yet) and the chosen table; it returns the table
+ * the link will use. A wrapper must keep the contract of every member it replaces and leave
+ * c->state and c->priv to the real transport. Unset (NULL, the default), selection costs one
+ * load and the data path is untouched. Hidden: not part of libweft.so's interface; tests link
+ * libweft.a. */
+typedef const struct weftTransportOps *(*weftTransportInterposer)(
+    int rank, const struct weftConn *c, const struct weftTransportOps *chosen);
+__attribute__((visibility("hidden"))) void weftTransportInterpose(weftTransportInterposer fn);
+
 #endif
