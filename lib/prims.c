@@ -127,6 +127,7 @@ static weftResult_t waitSendSlot(struct weftPrims *p, struct weftConn *c, void *
 /* ---- signatures ---- */
 
 #define SIG_POISON UINT64_MAX
+_Static_assert(WEFT_PRIMS_SIG_BYTES == 3 * sizeof(uint64_t), "trailer: signature, slot number");
 /* What a poison slot carries before its trailer: the two ranks that disagreed and their
  * signatures. */
 struct poison {
@@ -162,19 +163,34 @@ static void sendPoison(struct weftPrims *p, const struct poison *m) {
     struct weftConn *c = p->send[i];
     void *slot = NULL;
     if (c->ops->sendSlot(c, &slot) != weftSuccess || slot == NULL) continue;
-    uint64_t trailer[2] = {SIG_POISON, (uint64_t)p->comm->rank};
+    uint64_t trailer[3] = {SIG_POISON, (uint64_t)p->comm->rank, c->slotSeq++};
     memcpy(slot, m, sizeof *m);
     memcpy((char *)slot + sizeof *m, trailer, sizeof trailer);
     c->ops->sendPost(c, sizeof *m + sizeof trailer);
   }
 }
 
-/* The received slot carries my signature, else fail (and tell downstream). */
+/* The slot numbers of a link differ: the transport lost (or repeated) data. Checked before
+ * the signature, whose difference would then only say where the stream ended up. */
+static weftResult_t lostSlot(struct weftPrims *p, struct weftConn *c, uint64_t theirs) {
+  return weftSetError(weftRemoteError,
+                      "rank %d: the link from rank %d (%s) delivered its slot %llu where slot %llu "
+                      "was due (operation %llu): data was lost or repeated on the way",
+                      p->comm->rank, c->peer, c->ops->name, (unsigned long long)theirs,
+                      (unsigned long long)c->slotSeq, (unsigned long long)p->comm->opSeq);
+}
+
+/* The received slot carries the link's next slot number and my signature, else fail (and
+ * tell downstream of a mismatch). */
 static weftResult_t checkSig(struct weftPrims *p, struct weftConn *c, const char *slot,
                              size_t bytes, size_t expectBytes) {
-  uint64_t theirs[2] = {0, 0};
+  uint64_t theirs[3] = {0, 0, 0};
   const uint64_t *mine = p->comm->opSig;
-  if (bytes >= WEFT_PRIMS_SIG_BYTES) memcpy(theirs, slot + bytes - WEFT_PRIMS_SIG_BYTES, sizeof theirs);
+  if (bytes >= WEFT_PRIMS_SIG_BYTES) {
+    memcpy(theirs, slot + bytes - WEFT_PRIMS_SIG_BYTES, sizeof theirs);
+    if (theirs[2] != c->slotSeq) return lostSlot(p, c, theirs[2]);
+  }
+  c->slotSeq++;
   if (bytes == expectBytes + WEFT_PRIMS_SIG_BYTES && theirs[0] == mine[0] && theirs[1] == mine[1])
     return weftSuccess;
   struct poison m;
@@ -247,8 +263,9 @@ static weftResult_t stepPiece(struct weftPrims *p, enum stepKind kind, const cha
       break;
   }
   for (int i = 0; i < nout; i++) {
+    uint64_t trailer[3] = {p->comm->opSig[0], p->comm->opSig[1], p->send[i]->slotSeq++};
     if (out[i] != first) memcpy(out[i], first, bytes);
-    memcpy((char *)out[i] + bytes, p->comm->opSig, WEFT_PRIMS_SIG_BYTES);
+    memcpy((char *)out[i] + bytes, trailer, sizeof trailer);
   }
   for (int i = 0; i < nout; i++)
     WEFTCHECK(p->send[i]->ops->sendPost(p->send[i], bytes + WEFT_PRIMS_SIG_BYTES));

@@ -43,6 +43,9 @@ struct weftConn {
   /* Set before close(): 0, or the error that made this rank close the link, which the
    * transport may pass to the peer (shm: weftInvalidUsage, so a mismatch reads as one). */
   int closeReason;
+  /* Slots lib/prims.c has posted (sender) or taken (receiver) on this link: each slot's
+   * trailer carries the sender's count, so the receiver notices a lost or repeated slot. */
+  uint64_t slotSeq;
 };
 
 struct weftTransportOps {
