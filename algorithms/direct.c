@@ -293,8 +293,9 @@ static weftResult_t waitAll(struct weftComm *comm, struct directState *s, int fl
     weftWaitStart(&w, comm);
     while (!reached(atomic_load_explicit(&s->ctrl[r].flag[flag][0], memory_order_acquire), seq)) {
       weftResult_t rc = weftWaitPause(&w, what[flag], r);
-      /* past the spin phase only (deadlineMs is set then): spinning stays cheap */
-      if (rc == weftSuccess && w.deadlineMs != 0 && (w.iter & 31) == 0) rc = checkPeers(comm, s, r);
+      /* past the spin phase only (deadlineMs is set then): spinning stays cheap. checkPeers
+       * is one load of the fail word, and a liveness check every DIRECT_LIVENESS_MS. */
+      if (rc == weftSuccess && w.deadlineMs != 0) rc = checkPeers(comm, s, r);
       if (rc != weftSuccess) return waitFailed(comm, s, flag, seq, what[flag], rc);
     }
     weftWaitDone(&w);

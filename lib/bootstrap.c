@@ -17,6 +17,8 @@
  *                  STATUS: arg = ranks registered so far (for timeout messages)
  *                  TABLE:  arg = nranks, body = every rank's listen address, by rank
  *                  ABORT:  the root timed out; arg = ranks registered
+ *                  LOST:   rank arg left before every rank had registered (died, aborted or
+ *                          gave up); body = its listen address. The root stops after it.
  *                  seq counts the replies on the connection, so none can be replayed or dropped.
  *   ring listener -> rank-1:  ack = SipHash(secret, 'A' || clientNonce || serverNonce)
  *
@@ -60,7 +62,7 @@ _Static_assert(HELLO_BYTES == WEFT_BOOT_HELLO_BYTES && ADDR_BYTES == WEFT_BOOT_A
 #define HELLO_MAGIC 0x57465448u /* "WFTH" */
 #define REPLY_MAGIC 0x57465452u /* "WFTR" */
 enum helloKind { HELLO_REGISTER = WEFT_BOOT_HELLO_REGISTER, HELLO_RING = WEFT_BOOT_HELLO_RING };
-enum replyType { REPLY_STATUS = 1, REPLY_TABLE = 2, REPLY_ABORT = 3 };
+enum replyType { REPLY_STATUS = 1, REPLY_TABLE = 2, REPLY_ABORT = 3, REPLY_LOST = 4 };
 
 /* How long an accepted connection may take to prove the secret before it is dropped. */
 #define HANDSHAKE_TIMEOUT_MS 2000
@@ -75,6 +77,14 @@ enum replyType { REPLY_STATUS = 1, REPLY_TABLE = 2, REPLY_ABORT = 3 };
 #define MAX_RANKS (1 << 20)
 #define CONNECT_BACKOFF_MIN_MS 10
 #define CONNECT_BACKOFF_MAX_MS 500
+/* What a registered rank sends the root when it leaves at its own timeout. */
+#define GIVE_UP_BYTE 0x54 /* 'T' */
+/* While a rank waits for rank-1 to connect, how often it checks that rank-1 is alive. */
+#define RING_PROBE_INTERVAL_MS 250
+#define RING_PROBE_TIMEOUT_MS 200
+/* A killed process's descriptors do not all close at once: its peers can see one connection
+ * end while its listener still accepts. Probes wait this long after a failure. */
+#define GONE_SETTLE_MS 30
 
 struct weftBootstrap {
   int rank, nranks;
@@ -529,6 +539,7 @@ struct rootClient {
   int reportedCount;
   int64_t lastStatusMs;
   int tableQueued;
+  int lostQueued; /* told that a rank was lost */
   char name[WEFT_SOCK_NAME_MAX];
 };
 
@@ -547,6 +558,10 @@ struct root {
   struct pollList polls; /* [listener][registered ranks...][pending...] */
   int *pollRanks;        /* the rank of each registered-rank entry */
   size_t pollClients;
+  int lost;                     /* a rank that left before the table, or -1 */
+  int toldLost;                 /* ranks told so (their connections then closed) */
+  uint8_t lostAddr[ADDR_BYTES]; /* the LOST replies' body */
+  uint64_t lostDigest;
 };
 
 static int clientIdle(const struct rootClient *c) {
@@ -584,11 +599,18 @@ static void rootCloseClient(struct root *r, int rank, int level, const char *why
   close(c->fd);
   free(c);
   r->byRank[rank] = NULL;
-  if (!r->distributing) {
-    /* Left before the table: its slot is free again, so a restarted rank can register. */
-    r->registered--;
-    memset(r->table + (size_t)rank * ADDR_BYTES, 0, ADDR_BYTES);
-  }
+}
+
+/* A registered rank left before the table went out: it died, was aborted or gave up, and
+ * init cannot complete without it. Every other rank, registered or yet to come, learns it
+ * (rootQueueReplies) instead of waiting for its timeout. */
+static void rootReportLost(struct root *r, int lost) {
+  if (r->lost >= 0) return; /* the first loss is the news */
+  WARN("bootstrap root at %s: rank %d left before all %d ranks had registered; init cannot "
+       "complete, telling the others", r->name, lost, r->nranks);
+  r->lost = lost;
+  memcpy(r->lostAddr, r->table + (size_t)lost * ADDR_BYTES, ADDR_BYTES);
+  r->lostDigest = bodyDigest(r->secret, r->lostAddr, ADDR_BYTES);
 }
 
 static void rootFlush(struct root *r, int rank) {
@@ -600,6 +622,10 @@ static void rootFlush(struct root *r, int rank) {
                     weftSockStatusText(rc, text, sizeof text));
   else if (r->distributing && c->tableQueued && clientIdle(c))
     rootCloseClient(r, rank, WEFT_LOG_TRACE, "table delivered");
+  else if (c->lostQueued && clientIdle(c)) {
+    rootCloseClient(r, rank, WEFT_LOG_TRACE, "told of the lost rank");
+    r->toldLost++;
+  }
 }
 
 /* Queues, on every idle connection, the table when it is ready, else a progress report. */
@@ -608,7 +634,10 @@ static void rootQueueReplies(struct root *r, int64_t now) {
   for (int rank = 0; rank < r->nranks; rank++) {
     struct rootClient *c = r->byRank[rank];
     if (c == NULL || !clientIdle(c)) continue;
-    if (r->distributing && !c->tableQueued) {
+    if (r->lost >= 0) {
+      clientQueue(r, c, REPLY_LOST, (uint32_t)r->lost, r->lostAddr, ADDR_BYTES, r->lostDigest);
+      c->lostQueued = 1;
+    } else if (r->distributing && !c->tableQueued) {
       clientQueue(r, c, REPLY_TABLE, (uint32_t)r->nranks, r->table, tableBytes, r->tableDigest);
       c->tableQueued = 1;
     } else if (!r->distributing && c->reportedCount != r->registered &&
@@ -682,20 +711,34 @@ static void rootAdmit(struct root *r, size_t i) {
        c->name, r->registered, r->nranks);
 }
 
-/* A registered rank sends nothing more, so its socket turning readable means it left. */
+/* A rank that timed out waiting for the others: it may come back (restarted), so its slot is
+ * free again, and the others keep waiting until their own deadline. */
+static void rootOnGiveUp(struct root *r, int rank) {
+  rootCloseClient(r, rank, WEFT_LOG_INFO, "it gave up at its timeout");
+  r->registered--;
+  memset(r->table + (size_t)rank * ADDR_BYTES, 0, ADDR_BYTES);
+}
+
+/* A registered rank sends nothing more but, at its timeout, GIVE_UP_BYTE: its socket turning
+ * readable otherwise means it left. */
 static void rootOnClient(struct root *r, int rank, short revents) {
   struct rootClient *c = r->byRank[rank];
   if (c == NULL) return;
   if (revents & (POLLIN | POLLHUP | POLLERR)) {
-    uint8_t byte;
+    uint8_t byte = 0;
     size_t got = 0;
     int rc = weftSocketRecvSome(c->fd, &byte, 1, &got);
     char text[128];
+    if (got == 1 && byte == GIVE_UP_BYTE && !r->distributing) {
+      rootOnGiveUp(r, rank);
+      return;
+    }
     if (rc != 0 || got > 0) {
       rootCloseClient(r, rank, WEFT_LOG_INFO,
                       rc == WEFT_SOCK_CLOSED ? "it disconnected"
                       : rc != 0              ? weftSockStatusText(rc, text, sizeof text)
                                              : "it sent unexpected bytes");
+      if (!r->distributing) rootReportLost(r, rank);
       return;
     }
   }
@@ -805,7 +848,7 @@ static int rootDelivered(const struct root *r) {
 static void rootServe(struct root *r) {
   for (;;) {
     int64_t now = weftNowMs();
-    if (rootDelivered(r)) return;
+    if (rootDelivered(r) || (r->lost >= 0 && r->toldLost >= r->nranks - 1)) return;
     if (now >= r->deadlineMs) {
       rootGiveUp(r);
       return;
@@ -818,7 +861,8 @@ static void rootServe(struct root *r) {
       return;
     }
     rootHandleEvents(r);
-    if (!r->distributing && r->nranks > 0 && r->registered == r->nranks) rootStartDistribution(r);
+    if (!r->distributing && r->lost < 0 && r->nranks > 0 && r->registered == r->nranks)
+      rootStartDistribution(r);
   }
 }
 
@@ -849,6 +893,7 @@ static weftResult_t startRoot(const union weftSockAddr *addr, const uint8_t *sec
   snprintf(r->pending.owner, sizeof r->pending.owner, "root at %s", r->name);
   r->startMs = weftNowMs();
   r->deadlineMs = deadlineMs;
+  r->lost = -1;
   pthread_attr_t attr;
   pthread_t thread;
   pthread_attr_init(&attr);
@@ -1004,11 +1049,16 @@ int weftBootstrapParseReplyHeader(const uint8_t *head, int nranks,
   *type = getBe32(head + 4);
   *arg = getBe32(head + 8);
   *bodyLen = getBe32(head + 12);
-  if (getBe32(head) != REPLY_MAGIC || *type < REPLY_STATUS || *type > REPLY_ABORT) return -1;
-  if (*bodyLen != (*type == REPLY_TABLE ? (size_t)nranks * ADDR_BYTES : 0)) return -1;
-  /* arg counts ranks: the table's is nranks, a progress report's at most nranks. */
-  if (*type == REPLY_TABLE ? *arg != (uint32_t)nranks : *arg > (uint32_t)nranks) return -1;
-  return 0;
+  if (getBe32(head) != REPLY_MAGIC || *type < REPLY_STATUS || *type > REPLY_LOST) return -1;
+  size_t expected = *type == REPLY_TABLE ? (size_t)nranks * ADDR_BYTES
+                    : *type == REPLY_LOST ? ADDR_BYTES
+                                          : 0;
+  if (*bodyLen != expected) return -1;
+  /* arg counts ranks: the table's is nranks, a progress report's at most nranks; a lost
+   * rank is one of them. */
+  if (*type == REPLY_TABLE) return *arg != (uint32_t)nranks ? -1 : 0;
+  if (*type == REPLY_LOST) return *arg >= (uint32_t)nranks ? -1 : 0;
+  return *arg > (uint32_t)nranks ? -1 : 0;
 }
 
 int weftBootstrapCheckReplyMac(const uint8_t *secret, const uint8_t *clientNonce,
@@ -1049,12 +1099,24 @@ static weftResult_t receiveReply(struct registration *reg, uint32_t *type, uint3
   return weftSuccess;
 }
 
+static weftResult_t lostError(const struct registration *reg, uint32_t lost, const uint8_t *addr) {
+  union weftSockAddr where;
+  char name[WEFT_SOCK_NAME_MAX] = "unknown address";
+  if (weftBootstrapParseAddr(addr, &where) == 1) weftSockAddrName(&where, name);
+  return weftSetError(weftRemoteError,
+                      "bootstrap: rank %u (listening at %s) left before all %d ranks had "
+                      "registered with the root at %s (it died, was aborted or gave up); rank %d "
+                      "cannot complete init",
+                      lost, name, reg->b->nranks, reg->rv->rootName, reg->b->rank);
+}
+
 static weftResult_t awaitTable(struct registration *reg) {
   for (;;) {
     uint32_t type = 0, arg = 0;
     uint8_t *body = NULL;
     weftResult_t res = receiveReply(reg, &type, &arg, &body);
     if (res == weftSuccess && type == REPLY_TABLE) res = decodeTable(reg, body);
+    if (res == weftSuccess && type == REPLY_LOST) res = lostError(reg, arg, body);
     free(body);
     if (res != weftSuccess || type == REPLY_TABLE) return res;
     if (type == REPLY_ABORT)
@@ -1085,6 +1147,13 @@ static weftResult_t registerWithRoot(const struct rendezvous *rv, struct weftBoo
     int rc = weftSocketSendAll(reg.fd, hello, sizeof hello, deadlineMs);
     res = rc != 0 ? registrationWaitError(&reg, rc, "sending its hello") : awaitTable(&reg);
   }
+  if (res == weftTimeout) {
+    /* Leaving at its own deadline is not dying: the root keeps waiting, and the others time
+     * out with their own account of who never came. Best effort, never waits. */
+    uint8_t notice = GIVE_UP_BYTE;
+    size_t sent = 0;
+    (void)weftSocketSendSome(reg.fd, &notice, 1, &sent);
+  }
   weftSocketClose(&reg.fd);
   return res;
 }
@@ -1107,6 +1176,7 @@ struct ringSetup {
   struct pendingSet pending;
   struct pollList polls; /* [dial][listener][pending...] */
   int64_t startMs, deadlineMs;
+  int64_t nextProbeMs; /* of rank-1's listener, while it has not connected */
 };
 
 static int nextRank(const struct weftBootstrap *b) { return (b->rank + 1) % b->nranks; }
@@ -1256,16 +1326,35 @@ static weftResult_t ringPoll(struct ringSetup *rs) {
   for (size_t i = 0; ok && i < rs->pending.count; i++)
     ok = pollAdd(polls, rs->pending.peers[i].fd, POLLIN) == 0;
   if (!ok) return weftSetError(weftSystemError, "bootstrap: out of memory forming the ring");
-  if (weftPollUntil(polls->fds, polls->count, pendingEarliest(&rs->pending, rs->deadlineMs)) < 0)
+  int64_t wake = pendingEarliest(&rs->pending, rs->deadlineMs);
+  if (rs->b->prevFd < 0 && rs->nextProbeMs < wake) wake = rs->nextProbeMs;
+  if (weftPollUntil(polls->fds, polls->count, wake) < 0)
     return weftSetSysError(errno, "bootstrap: poll while rank %d formed the ring", rs->b->rank);
   return weftSuccess;
 }
 
+/* rank-1 has not connected yet: if its listener refuses connections, it died (every rank
+ * opens its listener before anyone learns its address), and waiting for the timeout would
+ * only delay the error; the probe's connection is one the listener drops as silent. */
+static weftResult_t ringCheckPrev(struct ringSetup *rs, int64_t now) {
+  if (rs->b->prevFd >= 0 || now < rs->nextProbeMs) return weftSuccess;
+  rs->nextProbeMs = now + RING_PROBE_INTERVAL_MS;
+  const struct weftBootstrap *b = rs->b;
+  if (weftBootstrapProbe(b, prevRank(b), RING_PROBE_TIMEOUT_MS)) return weftSuccess;
+  char name[WEFT_SOCK_NAME_MAX];
+  return weftSetError(weftRemoteError,
+                      "bootstrap: rank %d (%s) is gone: its listener refuses connections, so it "
+                      "will never connect to rank %d (it died during init)",
+                      prevRank(b), peerName(b, prevRank(b), name), b->rank);
+}
+
 static weftResult_t ringLoop(struct ringSetup *rs) {
   WEFTCHECK(dialStart(rs));
+  rs->nextProbeMs = weftNowMs() + RING_PROBE_INTERVAL_MS;
   while (rs->dialState != DIAL_DONE || rs->b->prevFd < 0) {
     int64_t now = weftNowMs();
     if (now >= rs->deadlineMs) return ringTimeout(rs);
+    WEFTCHECK(ringCheckPrev(rs, now));
     pendingExpire(&rs->pending, now);
     WEFTCHECK(ringPoll(rs));
     struct pollfd *fds = rs->polls.fds;
@@ -1277,6 +1366,8 @@ static weftResult_t ringLoop(struct ringSetup *rs) {
   }
   return weftSuccess;
 }
+
+static void nameGoneRanks(struct weftBootstrap *b);
 
 static weftResult_t formRing(struct weftBootstrap *b, const uint8_t *secret, int listenFd,
                              const union weftSockAddr *listenAddr, int64_t startMs,
@@ -1344,6 +1435,7 @@ weftResult_t weftBootstrapInit(const weftUniqueId *id, int rank, int nranks, int
 done:
   weftSocketClose(&listenFd);
   explicit_bzero(rv.secret, sizeof rv.secret);
+  if (res == weftRemoteError && b != NULL) nameGoneRanks(b);
   if (res != weftSuccess) {
     weftBootstrapClose(b);
     return res;
@@ -1592,4 +1684,46 @@ int weftBootstrapProbe(const struct weftBootstrap *b, int rank, int64_t timeoutM
   int rc = weftSocketConnect(addr, weftNowMs() + timeoutMs, &fd);
   weftSocketClose(&fd);
   return !(rc == ECONNREFUSED || rc == EHOSTUNREACH || rc == ENETUNREACH || rc == WEFT_SOCK_TIMEOUT);
+}
+
+int weftBootstrapDescribeGone(const struct weftBootstrap *b, const char *skip, char *buf,
+                              size_t len) {
+  size_t o = 0;
+  int found = 0;
+  buf[0] = '\0';
+  for (int r = 0; r < b->nranks && b->peers != NULL; r++) {
+    if (r == b->rank || (skip != NULL && skip[r]) ||
+        weftBootstrapProbe(b, r, RING_PROBE_TIMEOUT_MS))
+      continue;
+    char name[WEFT_SOCK_NAME_MAX];
+    if (o < len)
+      o += (size_t)snprintf(buf + o, len - o, "%srank %d (%s)", found ? ", " : "", r,
+                            peerName(b, r, name));
+    found++;
+  }
+  return found;
+}
+
+void weftBootstrapCloseRing(struct weftBootstrap *b) {
+  weftSocketClose(&b->nextFd);
+  weftSocketClose(&b->prevFd);
+}
+
+void weftBootstrapSettle(void) {
+  struct timespec pause = {0, GONE_SETTLE_MS * 1000000L};
+  nanosleep(&pause, NULL);
+}
+
+/* A peer failing during init is often a neighbour of the rank that died, not that rank: the
+ * ranks whose listeners refuse connections are the dead one and those that failed since. The
+ * ring goes first, so the failure spreads while this rank looks. */
+static void nameGoneRanks(struct weftBootstrap *b) {
+  char gone[512];
+  weftBootstrapCloseRing(b);
+  weftBootstrapSettle();
+  if (weftBootstrapDescribeGone(b, NULL, gone, sizeof gone) == 0) return;
+  char was[1024];
+  snprintf(was, sizeof was, "%s", weftThreadLastError());
+  weftSetError(weftRemoteError, "%s; ranks whose bootstrap listener is closed (dead, or failed "
+               "since): %s", was, gone);
 }

@@ -12,6 +12,7 @@
 #include "check.h"
 #include "core.h"
 #include "param.h"
+#include "shmseg.h"
 #include "socket.h"
 
 int64_t weftDeadline(const struct weftComm *comm) { return weftNowMs() + comm->timeoutMs; }
@@ -131,13 +132,51 @@ static weftResult_t commInitBody(struct weftComm *comm) {
   return weftSuccess;
 }
 
+static int describeDeadPeers(struct weftComm *comm, char *buf, size_t len);
+
+/* An init that failed because a peer died usually fails with what this rank saw (a closed
+ * connection, a segment gone), often at a neighbour of the dead rank: name the dead. Ranks of
+ * this host by their process, the others by their bootstrap listener. */
+static weftResult_t nameDeadPeers(struct weftComm *comm, weftResult_t rc) {
+  if (comm->peers == NULL || comm->boot == NULL || weftCommAborted(comm)) return rc;
+  char dead[512], gone[512], was[1024];
+  weftBootstrapCloseRing(comm->boot);
+  weftBootstrapSettle();
+  int nDead = describeDeadPeers(comm, dead, sizeof dead);
+  char *sameHost = calloc((size_t)comm->nranks, 1);
+  int nGone = 0;
+  if (sameHost != NULL) {
+    for (int r = 0; r < comm->nranks; r++)
+      sameHost[r] = comm->peers[r].hostHash == comm->peers[comm->rank].hostHash;
+    nGone = weftBootstrapDescribeGone(comm->boot, sameHost, gone, sizeof gone);
+    free(sameHost);
+  }
+  if (nDead == 0 && nGone == 0) return rc;
+  snprintf(was, sizeof was, "%s", weftThreadLastError());
+  return weftSetError(weftRemoteError, "%s; %s%s%s%s%s", was, nDead ? "dead: " : "", nDead ? dead : "",
+                      nDead && nGone ? "; " : "",
+                      nGone ? "ranks of other hosts whose bootstrap listener is closed: " : "",
+                      nGone ? gone : "");
+}
+
+/* Segments of processes killed during an earlier init go first, and those of peers killed
+ * during this one when it fails (lib/shmseg.h). */
+static weftResult_t commInit(struct weftComm *comm) {
+  weftShmSweepDead();
+  weftResult_t rc = commInitBody(comm);
+  if (rc == weftSuccess) return rc;
+  if (rc != weftTimeout) rc = nameDeadPeers(comm, rc);
+  weftShmSweepDead();
+  return rc;
+}
+
 /* A non-blocking init: the body in its own thread; the result lands in asyncError. */
 static void *initThreadMain(void *arg) {
   struct weftComm *comm = arg;
   weftLogSetRank(comm->rank);
   weftClearThreadError();
   weftThreadAbortFlag = &comm->abortFlag;
-  weftResult_t rc = commInitBody(comm);
+  weftResult_t rc = commInit(comm);
   if (rc != weftSuccess && weftCommAborted(comm)) rc = weftAbortedError(comm);
   if (rc != weftSuccess) snprintf(comm->lastError, sizeof comm->lastError, "%s", weftThreadLastError());
   weftThreadAbortFlag = NULL;
@@ -192,7 +231,7 @@ struct weftComm *weftCommAlloc(int rank, int nranks, int64_t timeoutMs) {
 weftResult_t weftCommStartInit(struct weftComm *comm, int blocking, weftComm_t *out) {
   weftResult_t rc;
   if (blocking) {
-    WEFTCHECKGOTO(commInitBody(comm), rc, fail);
+    WEFTCHECKGOTO(commInit(comm), rc, fail);
     WEFTCHECKGOTO(weftCommRegisterLive(comm), rc, fail);
     *out = comm;
     return weftSuccess;
@@ -287,7 +326,13 @@ int weftProcessGone(int pid) {
   fclose(f);
   stat[n] = '\0';
   const char *end = strrchr(stat, ')');
-  return end != NULL && end[1] == ' ' && end[2] == 'Z';
+  if (end == NULL || end[1] != ' ') return 0;
+  if (end[2] == 'Z' || end[2] == 'X') return 1;
+  /* A killed process closes its descriptors before it becomes a zombie: peers see its
+   * connections close while it still looks alive, unless one reads PF_EXITING (0x4) in the
+   * flags, the 7th field after the name. */
+  unsigned long flags = 0;
+  return sscanf(end + 2, "%*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & 0x4) != 0;
 }
 
 /* Ranks of this host whose process is gone, as "rank 2 (pid 123 on host h)" items. */

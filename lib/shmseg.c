@@ -1,5 +1,6 @@
 #include "shmseg.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -8,14 +9,39 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core.h"
 #include "log.h"
+
+/* The inode of this process's PID namespace: pids only mean something within one. */
+static unsigned long pidNamespace(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
 
 static weftResult_t randomName(char name[WEFT_SHM_NAME_BYTES]) {
   uint64_t r[2];
   if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) return weftSetSysError(errno, "getrandom");
-  snprintf(name, WEFT_SHM_NAME_BYTES, "/weft-%d-%016llx%016llx", (int)getpid(),
-           (unsigned long long)r[0], (unsigned long long)r[1]);
+  snprintf(name, WEFT_SHM_NAME_BYTES, "/weft-%lu-%d-%016llx%08x", pidNamespace(), (int)getpid(),
+           (unsigned long long)r[0], (unsigned)r[1]);
   return weftSuccess;
+}
+
+void weftShmSweepDead(void) {
+  DIR *dir = opendir("/dev/shm");
+  if (dir == NULL) return;
+  unsigned long mine = pidNamespace();
+  for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+    unsigned long ns = 0;
+    int pid = 0, end = 0;
+    if (sscanf(e->d_name, "weft-%lu-%d-%n", &ns, &pid, &end) != 2 || end == 0) continue;
+    if (ns != mine || mine == 0 || pid <= 0 || pid == (int)getpid() || !weftProcessGone(pid))
+      continue;
+    char name[sizeof e->d_name + 1];
+    snprintf(name, sizeof name, "/%s", e->d_name);
+    INFO(WEFT_INIT, "removing %s: its creator (pid %d) is gone", name, pid);
+    weftShmUnlink(name);
+  }
+  closedir(dir);
 }
 
 static weftResult_t mapFd(int fd, const char *name, size_t bytes, void **ptr) {
