@@ -45,6 +45,7 @@ shm_before=$(ls /dev/shm | grep -c '^weft' || true)
 for t in "$BUILD"/tests/unit/*; do [ -x "$t" ] && run_criterion "$t"; done
 for t in "$BUILD"/tests/transport/*; do [ -x "$t" ] && run_criterion "$t"; done
 for t in "$BUILD"/tests/coll/*; do [ -x "$t" ] && run_criterion "$t"; done
+for t in "$BUILD"/tests/fault/*; do [ -x "$t" ] && run_criterion "$t"; done
 
 for t in "$BUILD"/tests/mpi/*; do
   [ -x "$t" ] && run_cmd "mpirun -np 4 $(basename "$t")" $MPIRUN -np 4 "$t"

@@ -24,15 +24,6 @@ static int64_t nowMs(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int countThreads(void) {
-  DIR *d = opendir("/proc/self/task");
-  if (d == NULL) return -1;
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
-  closedir(d);
-  return n;
-}
-
 /* ---- ranks as forked processes that report into a shared page ---- */
 
 #define MAX_RANKS 8

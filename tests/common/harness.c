@@ -295,6 +295,35 @@ int countOpenFds(void) {
   return n - 1; /* the directory stream itself */
 }
 
+int countThreads(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (d == NULL) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+int countMappings(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (f == NULL) return -1;
+  int n = 0;
+  for (int c; (c = fgetc(f)) != EOF;) n += c == '\n';
+  fclose(f);
+  return n;
+}
+
+long residentKb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f == NULL) return -1;
+  char line[256];
+  long kb = -1;
+  while (kb < 0 && fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "VmRSS: %ld kB", &kb) != 1) kb = -1;
+  fclose(f);
+  return kb;
+}
+
 long checkAllReduce(weftComm_t comm, int rank, int nranks, size_t count, weftDataType_t type,
                     weftRedOp_t op, int inPlace, void *send, void *recv) {
   fillInput(send, count, type, op, rank);

@@ -44,5 +44,10 @@ long collMatrixBody(weftComm_t comm, int rank, int nranks, void *arg);
 /* Shared-memory segments whose name starts with /dev/shm/weft. */
 int countWeftShmSegments(void);
 int countOpenFds(void);
+/* Threads of this process; regions in its address space (/proc/self/maps lines); its resident
+ * set in KiB (VmRSS). -1 when /proc cannot be read. */
+int countThreads(void);
+int countMappings(void);
+long residentKb(void);
 
 #endif
