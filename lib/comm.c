@@ -139,23 +139,28 @@ static int describeDeadPeers(struct weftComm *comm, char *buf, size_t len);
  * this host by their process, the others by their bootstrap listener. */
 static weftResult_t nameDeadPeers(struct weftComm *comm, weftResult_t rc) {
   if (comm->peers == NULL || comm->boot == NULL || weftCommAborted(comm)) return rc;
-  char dead[512], gone[512], was[1024];
+  char dead[512], gone[512] = "", was[1024];
   weftBootstrapCloseRing(comm->boot);
-  weftBootstrapSettle();
   int nDead = describeDeadPeers(comm, dead, sizeof dead);
-  char *sameHost = calloc((size_t)comm->nranks, 1);
-  int nGone = 0;
-  if (sameHost != NULL) {
-    for (int r = 0; r < comm->nranks; r++)
-      sameHost[r] = comm->peers[r].hostHash == comm->peers[comm->rank].hostHash;
-    nGone = weftBootstrapDescribeGone(comm->boot, sameHost, gone, sizeof gone);
-    free(sameHost);
+  if (nDead > 0 && strstr(weftThreadLastError(), dead) != NULL) nDead = 0; /* said already */
+  /* Ranks known to share this host are judged by their process; the others (another host,
+   * or not known yet: init failed while exchanging peer info) by their listener. */
+  char *known = calloc((size_t)comm->nranks, 1);
+  int nGone = 0, probes = 0;
+  for (int r = 0; known != NULL && r < comm->nranks; r++) {
+    known[r] = comm->peers[r].pid > 0 && comm->peers[r].hostHash == comm->peers[comm->rank].hostHash;
+    probes += !known[r];
   }
+  if (probes > 0) {
+    weftBootstrapSettle();
+    nGone = weftBootstrapDescribeGone(comm->boot, known, gone, sizeof gone);
+  }
+  free(known);
   if (nDead == 0 && nGone == 0) return rc;
   snprintf(was, sizeof was, "%s", weftThreadLastError());
   return weftSetError(weftRemoteError, "%s; %s%s%s%s%s", was, nDead ? "dead: " : "", nDead ? dead : "",
                       nDead && nGone ? "; " : "",
-                      nGone ? "ranks of other hosts whose bootstrap listener is closed: " : "",
+                      nGone ? "ranks of other hosts whose listener is closed (dead or destroyed): " : "",
                       nGone ? gone : "");
 }
 
@@ -358,16 +363,13 @@ weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc) {
   int expected = weftSuccess;
   atomic_compare_exchange_strong(&comm->asyncError, &expected, (int)rc);
   if (weftCommAborted(comm)) return rc;
-  if (rc == weftRemoteError) {
-    char dead[512];
-    int n = describeDeadPeers(comm, dead, sizeof dead);
-    if (n > 0 && strstr(weftThreadLastError(), dead) == NULL) {
-      char was[1024];
-      snprintf(was, sizeof was, "%s", weftThreadLastError());
-      weftSetError(rc, "%s; dead: %s", was, dead);
-    }
-  }
   if (rc == weftTimeout) return rc; /* the others time out by themselves, naming whom they wait for */
+  weftCommCloseLinks(comm, rc);
+  /* Named after the links are closed: the failure spreads while this rank looks. */
+  return rc == weftRemoteError && expected == weftSuccess ? nameDeadPeers(comm, rc) : rc;
+}
+
+void weftCommCloseLinks(struct weftComm *comm, weftResult_t rc) {
   /* Closing every link makes the peers blocked on them fail at once (a shm peer sees the
    * closed flag, a tcp peer the end of stream): the error spreads along the schedule. */
   weftConnCloseReason = rc == weftInvalidUsage ? weftInvalidUsage : 0;
@@ -379,7 +381,6 @@ weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc) {
   weftRingClose(&comm->ring);
   weftConnCloseReason = 0;
   for (int a = 0; weftAlgos[a] != NULL; a++) comm->algoState[a] = NULL;
-  return rc;
 }
 
 weftResult_t weftCommCount(const weftComm_t comm, int *count) {

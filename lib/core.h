@@ -114,6 +114,9 @@ weftResult_t weftAbortedError(const struct weftComm *comm);
  * blocked on them fail in turn; a remote error names peers of this host that are dead.
  * Returns rc. */
 weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc);
+/* Closes every link of comm (the algorithms' and the ring's); rc is the reason passed to the
+ * transports (weftInvalidUsage reads as a mismatch to shm peers). */
+void weftCommCloseLinks(struct weftComm *comm, weftResult_t rc);
 /* 1 if the process is gone (or a zombie nobody reaped yet). */
 int weftProcessGone(int pid);
 /* Prints this rank's flight recorder (to the log file, or stderr). */

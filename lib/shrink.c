@@ -131,11 +131,13 @@ weftResult_t weftSplitBootstrap(struct weftComm *comm) {
 /* Closes comm's links so that collectives blocked on them, here or on peers, end (also after
  * a timeout, which leaves them open). The first error and its message stay. */
 static void giveUpParent(struct weftComm *comm, const char *api) {
-  int healthy = atomic_load(&comm->asyncError) == weftSuccess;
-  if (healthy) weftSetError(weftRemoteError, "rank %d: communicator given up by %s", comm->rank, api);
-  weftCommFail(comm, weftRemoteError);
-  if (healthy) weftReportTo(comm, weftRemoteError);
-  weftClearThreadError();
+  int healthy = weftSuccess;
+  if (atomic_compare_exchange_strong(&comm->asyncError, &healthy, weftRemoteError)) {
+    weftSetError(weftRemoteError, "rank %d: communicator given up by %s", comm->rank, api);
+    weftReportTo(comm, weftRemoteError);
+    weftClearThreadError();
+  }
+  weftCommCloseLinks(comm, weftRemoteError);
 }
 
 static weftResult_t checkParent(struct weftComm *comm, weftComm_t *newcomm, const char *api) {
