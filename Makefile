@@ -31,13 +31,15 @@ MPI_TEST_SRCS := $(wildcard tests/mpi/*.c)
 MPI_TEST_BINS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(MPI_TEST_SRCS))
 TEST_COMMON := $(wildcard tests/common/*.c)
 BENCH_BINS := $(BUILD)/bench/allreduce_perf $(BUILD)/bench/mpi_allreduce_perf
+# Programs of the documentation (docs/examples), built and run by make check.
+EXAMPLE_BINS := $(patsubst docs/examples/%.c,$(BUILD)/examples/%,$(wildcard docs/examples/*.c))
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
 .PHONY: all lib benches tests bench check deps install clean fuzz fuzz-build check-asan check-tsan
 all: lib benches tests
 lib: $(BUILD)/libweft.so $(BUILD)/libweft.a
-benches: $(BENCH_BINS)
+benches: $(BENCH_BINS) $(EXAMPLE_BINS)
 tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(FAULT_BINS) $(MPI_TEST_BINS)
 
 # Installs missing packages once per build tree (and again when install-deps.sh changes).
@@ -58,6 +60,10 @@ $(BUILD)/libweft.a: $(LIB_OBJS)
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libweft.a include/weft.h
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) $< -o $@ $(BUILD)/libweft.a $(LIBS)
+
+$(BUILD)/examples/%: docs/examples/%.c $(BUILD)/libweft.a include/weft.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(BUILD)/libweft.a $(LIBS)
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libweft.a $(TEST_COMMON)
 	@mkdir -p $(dir $@)
