@@ -471,13 +471,30 @@ static struct footprint footprintNow(void) {
   return (struct footprint){countOpenFds(), countThreads(), countMappings(), residentKb(), mi.uordblks};
 }
 
+/* 1,000 cycles: ~8 ms each for init/AllReduce/destroy and ~13 ms for init/abort on a 2-CPU
+ * VM (measured with WEFT_TEST_VERBOSE=1, which prints the numbers). Most of a cycle is the
+ * kernel: posix_fallocate of ~10 MiB of shared memory (FIFOs, direct segment) and bind() of
+ * the listeners; abort adds its 1 ms grace per communicator. */
 #define CYCLES 1000
 #define WARMUP_CYCLES 10
-/* Allowed growth from the end of warm-up to the last cycle: 64 KiB of heap is under 70 bytes
- * a cycle; mappings and RSS get slack for malloc arenas of threads and page-granular trimming. */
-#define HEAP_SLACK (64 * 1024)
+/* Allowed growth from the end of warm-up to the last cycle (measured: none at all): 16 KiB of
+ * heap is 16 bytes a cycle; mappings and RSS get slack for page-granular trimming. */
+#define HEAP_SLACK (16 * 1024)
 #define MAPPING_SLACK 8
 #define RSS_SLACK_KB (8 * 1024)
+/* Under AddressSanitizer, LeakSanitizer checks the heap exactly, while its quarantine and
+ * shadow memory grow RSS and mappings by design: only descriptors, threads and segments are
+ * checked there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define MEMORY_CHECKS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MEMORY_CHECKS 0
+#endif
+#endif
+#ifndef MEMORY_CHECKS
+#define MEMORY_CHECKS 1
+#endif
 
 static void oneCycle(int c, int doAbort) {
   struct threadRank t[2];
@@ -531,12 +548,14 @@ static void cycles(int doAbort) {
                 WARMUP_CYCLES, f.fds, CYCLES);
   cr_expect_leq(f.threads, base.threads, "threads: %d after %d cycles, %d after %d", base.threads,
                 WARMUP_CYCLES, f.threads, CYCLES);
-  cr_expect_leq(f.mappings, base.mappings + MAPPING_SLACK, "mappings: %d after %d cycles, %d after %d",
-                base.mappings, WARMUP_CYCLES, f.mappings, CYCLES);
-  cr_expect_leq(f.heapBytes, base.heapBytes + HEAP_SLACK, "heap: %zu bytes after %d cycles, %zu after %d",
-                base.heapBytes, WARMUP_CYCLES, f.heapBytes, CYCLES);
-  cr_expect_leq(f.rssKb, base.rssKb + RSS_SLACK_KB, "resident: %ld KiB after %d cycles, %ld after %d",
-                base.rssKb, WARMUP_CYCLES, f.rssKb, CYCLES);
+  if (MEMORY_CHECKS) {
+    cr_expect_leq(f.mappings, base.mappings + MAPPING_SLACK, "mappings: %d after %d cycles, %d after %d",
+                  base.mappings, WARMUP_CYCLES, f.mappings, CYCLES);
+    cr_expect_leq(f.heapBytes, base.heapBytes + HEAP_SLACK, "heap: %zu bytes after %d cycles, %zu after %d",
+                  base.heapBytes, WARMUP_CYCLES, f.heapBytes, CYCLES);
+    cr_expect_leq(f.rssKb, base.rssKb + RSS_SLACK_KB, "resident: %ld KiB after %d cycles, %ld after %d",
+                  base.rssKb, WARMUP_CYCLES, f.rssKb, CYCLES);
+  }
   cr_expect_eq(countWeftShmSegments(), shm, "/dev/shm segments grew");
 }
 
