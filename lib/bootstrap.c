@@ -97,6 +97,9 @@ struct weftBootstrap {
    * rank from a live one (weftBootstrapProbe). */
   int listenFd;
   union weftSockAddr listenAddr;
+  /* Notes between ring neighbours once init is over (weftBootstrapNoteSend/Recv). */
+  uint8_t noteIn[WEFT_BOOT_NOTE_BYTES], noteOut[WEFT_BOOT_NOTE_BYTES];
+  size_t noteInLen, noteOutLen, noteOutSent;
 };
 
 /* ---- Bytes ---- */
@@ -1726,4 +1729,45 @@ static void nameGoneRanks(struct weftBootstrap *b) {
   snprintf(was, sizeof was, "%s", weftThreadLastError());
   weftSetError(weftRemoteError, "%s; ranks whose bootstrap listener is closed (dead, or failed "
                "since): %s", was, gone);
+}
+
+/* ---- Notes: fixed-size records between ring neighbours after init ---- */
+
+/* Pushes what is left of the note being sent; 1 when none is left, 0 when it would block. */
+static int noteFlush(struct weftBootstrap *b) {
+  if (b->noteOutSent == b->noteOutLen) return 1;
+  size_t done = b->noteOutSent;
+  int rc = weftSocketSendSome(b->nextFd, b->noteOut, b->noteOutLen, &done);
+  b->noteOutSent = done;
+  if (rc != 0) return -1;
+  return b->noteOutSent == b->noteOutLen;
+}
+
+int weftBootstrapNoteSend(struct weftBootstrap *b, const uint8_t note[WEFT_BOOT_NOTE_BYTES]) {
+  if (b == NULL || b->nextFd < 0) return -1;
+  int rc = noteFlush(b);
+  if (rc != 1) return rc;
+  memcpy(b->noteOut, note, WEFT_BOOT_NOTE_BYTES);
+  b->noteOutLen = WEFT_BOOT_NOTE_BYTES;
+  b->noteOutSent = 0;
+  return noteFlush(b) < 0 ? -1 : 1;
+}
+
+int weftBootstrapNoteRecv(struct weftBootstrap *b, uint8_t note[WEFT_BOOT_NOTE_BYTES]) {
+  if (b == NULL || b->prevFd < 0) return -1;
+  (void)noteFlush(b);
+  size_t done = b->noteInLen;
+  int rc = weftSocketRecvSome(b->prevFd, b->noteIn, WEFT_BOOT_NOTE_BYTES, &done);
+  b->noteInLen = done;
+  if (rc != 0) return -1;
+  if (b->noteInLen < WEFT_BOOT_NOTE_BYTES) return 0;
+  memcpy(note, b->noteIn, WEFT_BOOT_NOTE_BYTES);
+  b->noteInLen = 0;
+  return 1;
+}
+
+int weftBootstrapNoteWait(struct weftBootstrap *b, int64_t deadlineMs) {
+  if (b == NULL || b->prevFd < 0) return -1;
+  struct pollfd pfd = {.fd = b->prevFd, .events = POLLIN};
+  return weftPollUntil(&pfd, 1, deadlineMs) > 0;
 }

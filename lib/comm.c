@@ -127,6 +127,7 @@ static weftResult_t commInitBody(struct weftComm *comm) {
   WEFTCHECK(weftRingConnect(comm));
   WEFTCHECK(algosInit(comm));
   WEFTCHECK(weftTuneInit(comm));
+  comm->initDone = 1;
   INFO(WEFT_INIT, "rank %d of %d ready: %d hosts, %d ranks on this host", comm->rank, comm->nranks,
        comm->nHosts, comm->nLocalRanks);
   return weftSuccess;
@@ -365,7 +366,15 @@ weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc) {
   if (weftCommAborted(comm)) return rc;
   if (rc == weftTimeout) return rc; /* the others time out by themselves, naming whom they wait for */
   weftCommCloseLinks(comm, rc);
-  /* Named after the links are closed: the failure spreads while this rank looks. */
+  /* After the links are closed, so the failure spreads while this rank looks: is it a
+   * mismatch another host found, and who is dead. */
+  if (rc == weftRemoteError) {
+    rc = weftSigWatchOnFailure(comm, rc);
+    if (rc != weftRemoteError) {
+      atomic_store(&comm->asyncError, (int)rc);
+      return rc;
+    }
+  }
   return rc == weftRemoteError && expected == weftSuccess ? nameDeadPeers(comm, rc) : rc;
 }
 

@@ -101,6 +101,12 @@ struct weftComm {
    * so far, the epoch of the next, the same on every rank that makes the same calls. */
   struct weftSplit *split;
   uint64_t splitsBegun;
+
+  /* Signature notes over the bootstrap ring (lib/sigwatch.c): the operation last announced
+   * to rank+1, what rank-1 announced last, and whether a mismatch note went on. */
+  uint64_t watchSentSeq, watchPrevSeq, watchPrevSig;
+  int watchRelayed;
+  int initDone; /* the bootstrap ring is free for notes only once init no longer uses it */
 };
 
 /* Whether weftCommAbort was called on comm. */
@@ -114,6 +120,16 @@ weftResult_t weftAbortedError(const struct weftComm *comm);
  * blocked on them fail in turn; a remote error names peers of this host that are dead.
  * Returns rc. */
 weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc);
+/* Across hosts, a wait that lasts tells rank+1 its collective's signature and compares
+ * rank-1's (lib/sigwatch.c): weftInvalidUsage on a mismatch. Called with the algorithms'
+ * watch; never blocks. */
+weftResult_t weftSigWatch(struct weftComm *comm);
+/* Passes a mismatch found some other way (a slot's signature trailer) around the ring too. */
+void weftSigWatchAnnounce(struct weftComm *comm, int rankA, uint64_t sigA, int rankB,
+                          uint64_t sigB);
+/* For a collective that failed with rc: a remote error becomes weftInvalidUsage when a
+ * mismatch note for this operation arrives within a short wait. */
+weftResult_t weftSigWatchOnFailure(struct weftComm *comm, weftResult_t rc);
 /* Closes every link of comm (the algorithms' and the ring's); rc is the reason passed to the
  * transports (weftInvalidUsage reads as a mismatch to shm peers). */
 void weftCommCloseLinks(struct weftComm *comm, weftResult_t rc);

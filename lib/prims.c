@@ -76,6 +76,7 @@ weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer) {
     for (int a = 0; weftAlgos[a] != NULL; a++)
       if (weftAlgos[a]->watch != NULL && comm->algoState[a] != NULL)
         WEFTCHECK(weftAlgos[a]->watch(comm->algoState[a], comm));
+    WEFTCHECK(weftSigWatch(comm));
   }
   if (now > w->deadlineMs)
     return weftSetError(weftTimeout,
@@ -204,6 +205,7 @@ static weftResult_t checkSig(struct weftPrims *p, struct weftConn *c, const char
     describeMismatch(msg, sizeof msg, p->comm, &m, -1);
   }
   sendPoison(p, &m); /* first: a failure on a closed link sets an error this one replaces */
+  weftSigWatchAnnounce(p->comm, m.rankA, m.sigA[1], m.rankB, m.sigB[1]);
   return weftSetError(weftInvalidUsage, "%s", msg);
 }
 

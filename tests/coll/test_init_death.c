@@ -14,16 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "forked.h"
 #include "harness.h"
 
 #define NRANKS 4
 #define TIMEOUT_MS 3000
 
-static int64_t nowMs(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#define nowMs forkedNowMs
 
 struct report {
   volatile int entered, done, rc, initRc, fdsBefore, fdsAfter;
@@ -59,32 +56,15 @@ static void rankMain(struct shared *sh, weftUniqueId id, int rank) {
   _exit(0);
 }
 
+static void rankEntry(void *shared, weftUniqueId id, int rank, int nranks) {
+  (void)nranks;
+  rankMain(shared, id, rank);
+}
+
 static struct shared *launch(int hosts, pid_t *pids) {
-  struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  cr_assert_neq(sh, MAP_FAILED);
-  memset(sh, 0, sizeof *sh);
+  struct shared *sh = forkedShared(sizeof *sh);
   sh->hosts = hosts;
-  int pipes[NRANKS][2];
-  fflush(NULL);
-  for (int r = 0; r < NRANKS; r++) {
-    cr_assert_eq(pipe(pipes[r]), 0);
-    pids[r] = fork();
-    cr_assert_geq(pids[r], 0);
-    if (pids[r] == 0) {
-      weftUniqueId id;
-      close(pipes[r][1]);
-      if (read(pipes[r][0], &id, sizeof id) != (ssize_t)sizeof id) _exit(3);
-      close(pipes[r][0]);
-      rankMain(sh, id, r);
-    }
-    close(pipes[r][0]);
-  }
-  weftUniqueId id;
-  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
-  for (int r = 0; r < NRANKS; r++) {
-    cr_assert_eq(write(pipes[r][1], &id, sizeof id), (ssize_t)sizeof id);
-    close(pipes[r][1]);
-  }
+  forkedLaunch(NRANKS, rankEntry, sh, pids);
   return sh;
 }
 

@@ -14,16 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "forked.h"
 #include "harness.h"
 
 #define MAX_RANKS 8
 #define TIMEOUT_MS "4000"
 
-static int64_t nowMs(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#define nowMs forkedNowMs
 
 enum scenario { HEALTHY_SHRINK, KILL_SHRINK, KILL_RECOVER, TWICE_RECOVER, ALIVE_RECOVER, DISAGREE };
 
@@ -39,6 +36,7 @@ struct shared {
   int victims[2]; /* old rank killed first; rank of the first new communicator killed second */
   int killAfter[2]; /* collectives before the victim kills itself */
   int hosts;        /* > 0: rank r is on host r % hosts */
+  enum scenario scenario;
 };
 
 static long checkComm(weftComm_t comm) {
@@ -156,7 +154,7 @@ static weftResult_t runScenario(struct shared *sh, enum scenario sc, int rank, i
 static void rankMain(struct shared *sh, weftUniqueId id, enum scenario sc, int rank, int nranks) {
   struct report *me = &sh->r[rank];
   if (sh->hosts > 0) {
-    char host[16];
+    char host[32];
     snprintf(host, sizeof host, "shrinkhost%d", rank % sh->hosts);
     setenv("WEFT_HOSTID", host, 1);
   }
@@ -173,47 +171,21 @@ static void rankMain(struct shared *sh, weftUniqueId id, enum scenario sc, int r
   _exit(0);
 }
 
-/* Forks the ranks first, then makes the id (no child inherits the root thread). */
+static void rankEntry(void *shared, weftUniqueId id, int rank, int nranks) {
+  struct shared *sh = shared;
+  rankMain(sh, id, sh->scenario, rank, nranks);
+}
+
 static struct shared *launch(enum scenario sc, int nranks, int hosts, pid_t *pids) {
-  struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  cr_assert_neq(sh, MAP_FAILED);
-  memset(sh, 0, sizeof *sh);
+  struct shared *sh = forkedShared(sizeof *sh);
+  sh->scenario = sc;
   sh->hosts = hosts;
   sh->victims[0] = rand() % nranks;
   sh->victims[1] = rand() % (nranks - 1);
   sh->killAfter[0] = rand() % 200;
   sh->killAfter[1] = rand() % 200;
-  int pipes[MAX_RANKS][2];
-  fflush(NULL);
-  for (int r = 0; r < nranks; r++) {
-    cr_assert_eq(pipe(pipes[r]), 0);
-    pids[r] = fork();
-    cr_assert_geq(pids[r], 0);
-    if (pids[r] == 0) {
-      weftUniqueId id;
-      close(pipes[r][1]);
-      if (read(pipes[r][0], &id, sizeof id) != (ssize_t)sizeof id) _exit(3);
-      close(pipes[r][0]);
-      rankMain(sh, id, sc, r, nranks);
-    }
-    close(pipes[r][0]);
-  }
-  weftUniqueId id;
-  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
-  for (int r = 0; r < nranks; r++) {
-    cr_assert_eq(write(pipes[r][1], &id, sizeof id), (ssize_t)sizeof id);
-    close(pipes[r][1]);
-  }
+  forkedLaunch(nranks, rankEntry, sh, pids);
   return sh;
-}
-
-static void reap(pid_t *pids, int nranks) {
-  int64_t end = nowMs() + 30000;
-  for (int r = 0; r < nranks; r++) {
-    while (waitpid(pids[r], NULL, WNOHANG) == 0 && nowMs() < end) usleep(2000);
-    kill(pids[r], SIGKILL);
-    waitpid(pids[r], NULL, 0);
-  }
 }
 
 static int isVictim(const struct shared *sh, enum scenario sc, int r, int nranks) {
@@ -257,7 +229,7 @@ static void scenario(enum scenario sc, int nranks, int hosts, int reps) {
     int shmBefore = countWeftShmSegments();
     pid_t pids[MAX_RANKS];
     struct shared *sh = launch(sc, nranks, hosts, pids);
-    reap(pids, nranks);
+    forkedReap(pids, nranks, 30000);
     char what[96];
     snprintf(what, sizeof what, "scenario %d, %d ranks, %d hosts, seed %u, rep %d, victims %d/%d",
              (int)sc, nranks, hosts, seed, rep, sh->victims[0], sh->victims[1]);
