@@ -1,6 +1,6 @@
 #!/bin/bash
 # make check-asan / make check-tsan: the test suite against a sanitizer build.
-#   asan BUILD: every Criterion suite (unit, transport, coll; the heaviest coll cases trimmed
+#   asan BUILD: every Criterion suite (unit, transport, fault, coll; the heaviest coll cases trimmed
 #               by a --filter so it fits CI) and the mpirun runs, under AddressSanitizer +
 #               UndefinedBehaviorSanitizer with leak detection.
 #   tsan BUILD: Criterion's fork machinery cannot start under ThreadSanitizer, so the
@@ -73,7 +73,7 @@ asan)
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=66:detect_stack_use_after_return=0
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   export LSAN_OPTIONS=${LSAN_OPTIONS:-}
-  for t in "$BUILD"/tests/unit/* "$BUILD"/tests/transport/*; do
+  for t in "$BUILD"/tests/unit/* "$BUILD"/tests/transport/* "$BUILD"/tests/fault/*; do
     [ -x "$t" ] && run_criterion "$t"
   done
   for t in "$BUILD"/tests/coll/*; do
