@@ -124,6 +124,17 @@ weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc);
  * rank-1's (lib/sigwatch.c): weftInvalidUsage on a mismatch. Called with the algorithms'
  * watch; never blocks. */
 weftResult_t weftSigWatch(struct weftComm *comm);
+/* A signature note as it travels (parsers of bytes from another process, exposed for
+ * tests/fuzz): decode is 0 for a well-formed note; describe prints a signature (count << 16 |
+ * type << 8 | op) whatever its fields hold. */
+struct weftSigNote {
+  uint32_t kind;
+  uint64_t seq;
+  uint32_t rankA, rankB; /* a note of where the sender is: rankA is the sender */
+  uint64_t sigA, sigB;
+};
+int weftSigNoteDecode(const uint8_t in[40], struct weftSigNote *n);
+void weftSigDescribe(uint64_t sig, char *buf, size_t len);
 /* Passes a mismatch found some other way (a slot's signature trailer) around the ring too. */
 void weftSigWatchAnnounce(struct weftComm *comm, int rankA, uint64_t sigA, int rankB,
                           uint64_t sigB);

@@ -21,12 +21,7 @@ enum { NOTE_AT = 1, NOTE_MISMATCH = 2 };
  * so: the note travels one bootstrap hop per rank, each taken at once by a failed rank. */
 #define MISMATCH_NOTE_WAIT_MS 100
 
-struct note {
-  uint32_t kind;
-  uint64_t seq;
-  uint32_t rankA, rankB; /* NOTE_AT: rankA is the sender */
-  uint64_t sigA, sigB;
-};
+#define note weftSigNote
 
 static void put32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (24 - 8 * i));
@@ -50,21 +45,23 @@ static void encode(const struct note *n, uint8_t out[WEFT_BOOT_NOTE_BYTES]) {
   put64(out + 32, n->sigB);
 }
 
-static int decode(const uint8_t in[WEFT_BOOT_NOTE_BYTES], struct note *n) {
+int weftSigNoteDecode(const uint8_t in[WEFT_BOOT_NOTE_BYTES], struct weftSigNote *n) {
   *n = (struct note){get32(in + 4), get64(in + 8), get32(in + 16), get32(in + 20), get64(in + 24),
                      get64(in + 32)};
   return get32(in) == NOTE_MAGIC && (n->kind == NOTE_AT || n->kind == NOTE_MISMATCH) ? 0 : -1;
 }
 
-static void describeSig(uint64_t sig, char *buf, size_t len) {
+void weftSigDescribe(uint64_t sig, char *buf, size_t len) {
+  unsigned type = (unsigned)(sig >> 8) & 0xff, op = (unsigned)sig & 0xff; /* from a peer */
   snprintf(buf, len, "AllReduce(count %llu, %s, %s)", (unsigned long long)(sig >> 16),
-           weftTypeName((weftDataType_t)((sig >> 8) & 0xff)), weftOpName((weftRedOp_t)(sig & 0xff)));
+           type < weftNumTypes ? weftTypeName((weftDataType_t)type) : "?",
+           op < weftNumOps ? weftOpName((weftRedOp_t)op) : "?");
 }
 
 static weftResult_t mismatchError(const struct weftComm *comm, const struct note *n) {
   char a[96], b[96];
-  describeSig(n->sigA, a, sizeof a);
-  describeSig(n->sigB, b, sizeof b);
+  weftSigDescribe(n->sigA, a, sizeof a);
+  weftSigDescribe(n->sigB, b, sizeof b);
   return weftSetError(weftInvalidUsage,
                       "rank %d: mismatched collectives at operation %llu: rank %u called %s, rank "
                       "%u called %s", comm->rank, (unsigned long long)n->seq, n->rankA, a,
@@ -91,7 +88,7 @@ static weftResult_t readNotes(struct weftComm *comm, int *open) {
   struct note n;
   int got;
   while ((got = weftBootstrapNoteRecv(comm->boot, bytes)) == 1) {
-    if (decode(bytes, &n) != 0) continue;
+    if (weftSigNoteDecode(bytes, &n) != 0) continue;
     if (n.kind == NOTE_MISMATCH && n.seq == comm->opSig[0]) return relayMismatch(comm, &n);
     if (n.kind == NOTE_AT) {
       comm->watchPrevSeq = n.seq;
