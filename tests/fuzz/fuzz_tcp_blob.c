@@ -1,6 +1,7 @@
 /* TCP transport: a peer's connection blob (WEFT_CONN_BLOB_BYTES, all-gathered through the
- * bootstrap) and the hello a dialer sends a listener. Input: options u8 (bit 0: sign the hello
- * with the right MAC), blob[WEFT_CONN_BLOB_BYTES], hello[TCP_HELLO_BYTES]. */
+ * bootstrap), the hello a dialer sends a listener, and the close record a peer sends when it
+ * leaves after a failure. Input: options u8 (bit 0: sign the hello with the right MAC),
+ * blob[WEFT_CONN_BLOB_BYTES], hello[TCP_HELLO_BYTES], then any bytes as a close record. */
 #include "fuzz_common.h"
 #include "bootstrap.h"
 #include "socket.h"
@@ -39,6 +40,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (weftTcpOpenHello(hello, fuzzSecret, fuzzNonceA, &h) == NULL)
       (void)weftTcpAckMac(fuzzSecret, h.clientNonce, fuzzNonceA, h.connId, h.stream);
     free(hello);
+  }
+  /* A close record as the receiving side takes it: head, length check, then the note. */
+  struct tcpRecord r = {.len = 0};
+  size_t n = size < sizeof r.buf ? size : sizeof r.buf;
+  uint32_t reason;
+  size_t noteLen;
+  if (n >= TCP_RECORD_HEAD_BYTES && weftTcpParseRecordHead(data, &reason, &noteLen) == 0 &&
+      n >= TCP_RECORD_HEAD_BYTES + noteLen) {
+    memcpy(r.buf, data, TCP_RECORD_HEAD_BYTES + noteLen);
+    r.len = r.done = TCP_RECORD_HEAD_BYTES + noteLen;
+    r.complete = 1;
+    char note[TCP_NOTE_BYTES + 1];
+    (void)weftTcpRecordNote(&r, note, sizeof note);
   }
   free(blob);
   return 0;

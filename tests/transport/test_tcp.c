@@ -18,6 +18,7 @@
 #include "bootstrap.h"
 #include "core.h"
 #include "harness.h"
+#include "log.h"
 #include "socket.h"
 
 static void sleepMs(int ms) {
@@ -355,4 +356,169 @@ Test(tcp_errors, closed_peer_is_named) {
   cr_assert(strstr(cl.message, "tcp: connection to rank 1 (") != NULL &&
                 strstr(cl.message, ") closed by peer") != NULL,
             "message: %s", cl.message);
+}
+
+/* ---- Close records: why a peer closed ---- */
+
+/* What rank `from` closes its link with, and what the other rank must then see. */
+struct causeCase {
+  pthread_barrier_t barrier;
+  int fromReceiver;     /* rank 1 closes its receiving link (else rank 0 its sending one) */
+  weftResult_t failure; /* the communicator's error when it closes */
+  int closeReason;
+  const char *why;      /* its message */
+  int slotsFirst;       /* slots the sender posts before it closes */
+  weftResult_t rc;      /* what the other rank got */
+  int slotsSeen;
+  char message[1024];
+};
+
+/* The state a failed collective leaves when its links close: weftCommFail closes them at
+ * once, while the message is this thread's last error and the communicator holds an older
+ * one; after a timeout they close at destroy, when the message is the communicator's and the
+ * thread's last error may be anything. */
+static void failWith(struct weftComm *comm, struct weftConn *c, const struct causeCase *cc) {
+  int late = cc->failure == weftTimeout;
+  atomic_store(&comm->asyncError, cc->failure);
+  weftSetError(cc->failure, "%s", late ? "stale" : cc->why);
+  snprintf(comm->lastError, sizeof comm->lastError, "%s", late ? cc->why : "stale");
+  c->closeReason = cc->closeReason;
+  c->ops->close(c);
+}
+
+static void recordError(struct causeCase *cc, weftResult_t rc) {
+  cc->rc = rc;
+  snprintf(cc->message, sizeof cc->message, "%s", weftGetLastError(NULL));
+}
+
+/* Rank 0 sends until its link fails. */
+static long senderUntilFailure(struct weftComm *comm, struct causeCase *cc) {
+  struct weftConn *c = &comm->ring.send;
+  for (int64_t until = weftNowMs() + 10000; weftNowMs() < until; sched_yield()) {
+    void *slot = NULL;
+    weftResult_t rc = c->ops->sendSlot(c, &slot);
+    if (rc == weftSuccess && slot != NULL) rc = c->ops->sendPost(c, 64);
+    if (rc != weftSuccess) {
+      recordError(cc, rc);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* Rank 1 takes every slot, then gets the link's error. */
+static long receiverUntilFailure(struct weftComm *comm, struct causeCase *cc) {
+  struct weftConn *c = &comm->ring.recv;
+  for (int64_t until = weftNowMs() + 10000; weftNowMs() < until; sched_yield()) {
+    const void *slot = NULL;
+    size_t bytes = 0;
+    weftResult_t rc = c->ops->recvSlot(c, &slot, &bytes);
+    if (rc != weftSuccess) {
+      recordError(cc, rc);
+      return 0;
+    }
+    if (slot == NULL) continue;
+    cc->slotsSeen += bytes == 64 && ((const char *)slot)[0] == (char)cc->slotsSeen;
+    c->ops->recvDone(c);
+  }
+  return 1;
+}
+
+static long senderCloses(struct weftComm *comm, struct causeCase *cc) {
+  struct weftConn *c = &comm->ring.send;
+  for (int i = 0; i < cc->slotsFirst; i++) {
+    void *slot = NULL;
+    while (c->ops->sendSlot(c, &slot) == weftSuccess && slot == NULL) sched_yield();
+    if (slot == NULL) return 1;
+    ((char *)slot)[0] = (char)i;
+    c->ops->sendPost(c, 64);
+  }
+  failWith(comm, c, cc);
+  return 0;
+}
+
+static long causeBody(weftComm_t comm, int rank, int nranks, void *arg) {
+  (void)nranks;
+  struct causeCase *cc = arg;
+  pthread_barrier_wait(&cc->barrier);
+  if (cc->fromReceiver) {
+    if (rank == 0) return senderUntilFailure(comm, cc);
+    failWith(comm, &comm->ring.recv, cc);
+    return 0;
+  }
+  if (rank == 0) return senderCloses(comm, cc);
+  return receiverUntilFailure(comm, cc);
+}
+
+static void runCause(struct causeCase *cc) {
+  setenv("WEFT_TRANSPORTS", "tcp", 1);
+  cc->rc = weftSuccess;
+  pthread_barrier_init(&cc->barrier, NULL, 2);
+  cr_assert_eq(runRanks(1, 2, causeBody, cc, 60), 0);
+  pthread_barrier_destroy(&cc->barrier);
+}
+
+/* A receiver that found mismatched collectives says so to its sender: weftInvalidUsage with
+ * the signatures, not a bare closed connection. */
+Test(tcp_close_record, receiver_tells_sender) {
+  struct causeCase cc = {.fromReceiver = 1, .failure = weftInvalidUsage,
+                         .closeReason = weftInvalidUsage,
+                         .why = "mismatched collectives at operation 7: rank 1 called A, rank 0 called B"};
+  runCause(&cc);
+  cr_assert_eq(cc.rc, weftInvalidUsage, "%d: %s", cc.rc, cc.message);
+  cr_assert(strstr(cc.message, "tcp: rank 1 (host ") != NULL &&
+                strstr(cc.message, TCP_CAUSE_MARK "mismatched collectives at operation 7: rank 1 "
+                                   "called A, rank 0 called B") != NULL &&
+                strstr(cc.message, "stale") == NULL,
+            "message: %s", cc.message);
+}
+
+/* A sender's record comes after its slots, which all arrive first; a cause passed on from an
+ * earlier close is sent without the wrapping, so it never nests; a timeout stays one. */
+Test(tcp_close_record, follows_the_slots) {
+  struct causeCase cc = {.fromReceiver = 0, .failure = weftTimeout, .slotsFirst = 5,
+                         .why = "tcp: rank 9 (host far, 192.0.2.9:1)" TCP_CAUSE_MARK
+                                "rank 9: timed out after 1500 ms waiting for data from rank 4 "
+                                "(operation 12)"};
+  runCause(&cc);
+  cr_assert_eq(cc.slotsSeen, 5, "%d of 5 slots arrived before the error", cc.slotsSeen);
+  cr_assert_eq(cc.rc, weftTimeout, "%d: %s", cc.rc, cc.message);
+  cr_assert(strstr(cc.message, "tcp: rank 0 (host ") != NULL &&
+                strstr(cc.message, TCP_CAUSE_MARK "rank 9: timed out after 1500 ms waiting for "
+                                   "data from rank 4 (operation 12)") != NULL &&
+                strstr(cc.message, "192.0.2.9") == NULL && strstr(cc.message, "stale") == NULL,
+            "message: %s", cc.message);
+}
+
+/* An orderly close (destroy after success) says nothing: the peer sees a plain close. */
+Test(tcp_close_record, none_without_failure) {
+  struct causeCase cc = {.fromReceiver = 1, .failure = weftSuccess, .why = "stale"};
+  runCause(&cc);
+  cr_assert_eq(cc.rc, weftRemoteError, "%d: %s", cc.rc, cc.message);
+  cr_assert(strstr(cc.message, ") closed by peer") != NULL && strstr(cc.message, "stale") == NULL,
+            "message: %s", cc.message);
+}
+
+Test(tcp_close_record, encoding) {
+  struct tcpRecord r = {.len = 0};
+  weftTcpRecordEncode(&r, weftInvalidUsage, "ab\ncd");
+  uint32_t reason = 0;
+  size_t n = 0;
+  cr_assert_eq(weftTcpParseRecordHead(r.buf, &reason, &n), 0);
+  cr_assert(reason == weftInvalidUsage && n == 5 && r.len == TCP_RECORD_HEAD_BYTES + 5);
+  r.complete = 1;
+  char note[16];
+  cr_assert_eq(weftTcpRecordNote(&r, note, sizeof note), weftInvalidUsage);
+  cr_assert_str_eq(note, "ab?cd", "non-printable bytes are replaced");
+  weftTcpPutBe32(r.buf + 4, 12345); /* not a code a close stands for */
+  cr_assert_eq(weftTcpRecordNote(&r, note, sizeof note), weftRemoteError);
+  weftTcpPutBe32(r.buf + 8, TCP_NOTE_BYTES + 1);
+  cr_assert_neq(weftTcpParseRecordHead(r.buf, &reason, &n), 0, "an overlong note is refused");
+  weftTcpPutBe32(r.buf, 123);
+  cr_assert_neq(weftTcpParseRecordHead(r.buf, &reason, &n), 0, "a slot header is not a record");
+  char longNote[TCP_NOTE_BYTES + 50];
+  memset(longNote, 'x', sizeof longNote - 1);
+  longNote[sizeof longNote - 1] = '\0';
+  weftTcpRecordEncode(&r, weftRemoteError, longNote);
+  cr_assert_eq(r.len, TCP_RECORD_HEAD_BYTES + TCP_NOTE_BYTES, "notes are cut to TCP_NOTE_BYTES");
 }

@@ -78,6 +78,7 @@ static weftResult_t tcpInit(struct weftComm *comm, void **state) {
   if (s == NULL) return weftSetError(weftSystemError, "tcp: out of memory");
   weftResult_t rc;
   s->rank = comm->rank;
+  s->comm = comm;
   s->shape = shape;
   int64_t buf = weftParamTcpSockBufBytes();
   s->sockBufBytes = buf > 0 ? (size_t)buf : 0;
@@ -157,6 +158,8 @@ static weftResult_t tcpAllocConn(struct tcpState *s, int peer, int dir, struct t
   }
   tc->slots = p;
   snprintf(tc->peerName, sizeof tc->peerName, "(not connected)");
+  snprintf(tc->peerHost, sizeof tc->peerHost, "%s",
+           s->comm->peers != NULL ? s->comm->peers[peer].hostname : "?");
   *out = tc;
   return weftSuccess;
 }
@@ -231,7 +234,8 @@ static weftResult_t tcpCheckBlob(const struct tcpConn *tc, const void *peerBlob,
 }
 
 static weftResult_t tcpFailure(const struct tcpConn *tc) {
-  return weftSetError(weftRemoteError, "%s", tc->error);
+  return weftSetError(tc->failRc != 0 ? (weftResult_t)tc->failRc : weftRemoteError, "%s",
+                      tc->error);
 }
 
 /* Hands a sender whose streams are all authenticated to the progress thread. */
@@ -367,9 +371,47 @@ static weftResult_t tcpRecvDone(struct weftConn *c) {
 
 /* ---- Teardown ---- */
 
+/* The first cause in a message that may pass on a peer's (tcp.h, TCP_CAUSE_MARK). */
+static const char *tcpOrigin(const char *why) {
+  const char *origin = why;
+  for (const char *p = strstr(why, TCP_CAUSE_MARK); p != NULL; p = strstr(p + 1, TCP_CAUSE_MARK))
+    origin = p + strlen(TCP_CAUSE_MARK);
+  return origin;
+}
+
+/* Why this side closes, as a close record for the peer: an abort, or the failure of a
+ * collective. 0 for an orderly close (destroy after success, a failed init): nothing to say. */
+static int tcpCloseCause(const struct tcpState *s, const struct weftConn *c, struct tcpRecord *r) {
+  struct weftComm *comm = s->comm;
+  if (weftCommAborted(comm)) {
+    char note[96];
+    snprintf(note, sizeof note, "rank %d aborted its communicator (weftCommAbort)", s->rank);
+    weftTcpRecordEncode(r, weftRemoteError, note);
+    return 1;
+  }
+  int err = atomic_load(&comm->asyncError);
+  if (err == weftSuccess || err == weftInProgress) return 0;
+  /* weftCommFail closes the links as soon as a collective fails, when the failure is still
+   * this thread's last error; after a timeout they stay until destroy, and the message is the
+   * communicator's by then. */
+  const char *why = err == weftTimeout ? comm->lastError : weftThreadLastError();
+  if (*why == '\0') why = weftGetErrorString((weftResult_t)err);
+  uint32_t reason = c->closeReason == weftInvalidUsage ? weftInvalidUsage : (uint32_t)err;
+  weftTcpRecordEncode(r, reason, tcpOrigin(why));
+  return 1;
+}
+
+/* A receiver's record goes back on stream 0, whose way back carries nothing else: the socket
+ * has room, so one non-blocking send delivers it (best effort: the peer may be gone). */
+static void tcpTellSender(struct tcpConn *tc) {
+  struct tcpStream *st = &tc->streams[0];
+  if (st->fd >= 0 && !tc->stopped) (void)weftTcpRecordSend(st->fd, &tc->txRecord);
+}
+
 /* A sender's posted slots may still be on their way out: the progress thread keeps it until
- * they are with the kernel (or WEFT_TCP_LINGER_MS passes), as shm's receiver keeps reading
- * a segment its sender has unmapped. Everything else is freed here. */
+ * they are with the kernel, followed by its close record if it has one (or until
+ * WEFT_TCP_LINGER_MS passes; at once after an abort, which talks to nobody), as shm's
+ * receiver keeps reading a segment its sender has unmapped. Everything else is freed here. */
 static weftResult_t tcpClose(struct weftConn *c) {
   struct tcpConn *tc = c->priv;
   if (tc == NULL) return weftSuccess;
@@ -379,11 +421,15 @@ static weftResult_t tcpClose(struct weftConn *c) {
     weftTcpFreeConn(tc);
     return weftSuccess;
   }
+  struct tcpRecord record = {.len = 0};
+  int cause = tcpCloseCause(s, c, &record);
   pthread_mutex_lock(&s->lock);
+  if (cause) tc->txRecord = record;
   if (tc->dir == WEFT_DIR_SEND) {
     tc->closing = 1;
-    tc->lingerUntilMs = weftNowMs() + s->lingerMs;
+    tc->lingerUntilMs = weftNowMs() + (weftCommAborted(s->comm) ? 0 : s->lingerMs);
   } else {
+    if (cause) tcpTellSender(tc);
     weftTcpFreeConnLocked(s, tc);
   }
   pthread_mutex_unlock(&s->lock);

@@ -16,7 +16,8 @@
 #define TCP_SECRET_BYTES 16
 #define TCP_NONCE_BYTES 16
 #define TCP_ADDR_BYTES 24
-#define TCP_ERROR_BYTES 320
+#define TCP_ERROR_BYTES 640
+#define TCP_HOST_BYTES 64
 
 /* Wire constants; integers are big-endian. */
 #define TCP_BLOB_MAGIC 0x57544342u     /* "WTCB": a connection blob */
@@ -29,6 +30,19 @@
 #define TCP_HELLO_BYTES (12 + TCP_HELLO_PAYLOAD_BYTES)
 #define TCP_ACK_BYTES 8
 #define TCP_SLOT_HEADER_BYTES 8 /* bytes u32 | slot sequence number u32, on stream 0 */
+
+/* A close record: why a rank closes a connection after a failure (or an abort), so that its
+ * peer reports the cause (the dead rank and its host, both mismatched signatures) and its
+ * code instead of a bare "closed by peer". On stream 0 in either direction: from a sender in
+ * place of the next slot header (the mark is never a slot size), from a receiver on the
+ * otherwise unused way back. mark u32 | reason u32 (a weftResult_t) | note length u32 | note. */
+#define TCP_CLOSE_MARK 0xFFFFFFFFu
+#define TCP_RECORD_HEAD_BYTES 12
+#define TCP_NOTE_BYTES 400
+#define TCP_RECORD_BAD (-100) /* weftTcpRecordRecv: the bytes are not a close record */
+/* How a message built from a peer's record introduces the cause it carries; a rank passing a
+ * cause on sends only what follows the last one, so the note never nests. */
+#define TCP_CAUSE_MARK " closed the connection after its own failure: "
 
 /* What both ends of a connection must agree on; carried by both blobs and every hello. */
 struct tcpShape {
@@ -78,6 +92,13 @@ struct tcpStream {
   uint8_t serverNonce[TCP_NONCE_BYTES], clientNonce[TCP_NONCE_BYTES];
 };
 
+struct tcpRecord {
+  uint8_t buf[TCP_RECORD_HEAD_BYTES + TCP_NOTE_BYTES];
+  size_t len;   /* bytes to move: 0 before any, the head until it is parsed, then all */
+  size_t done;  /* bytes moved */
+  int complete; /* received: the whole record is in */
+};
+
 struct tcpState;
 
 /* One direction of a connection. The FIFO works like shm's: `posted` is written only by the
@@ -94,13 +115,15 @@ struct tcpConn {
   uint64_t sizes[TCP_MAX_SLOTS]; /* bytes of each posted slot, written before `posted` */
   union weftSockAddr peerAddr;
   char peerName[WEFT_SOCK_NAME_MAX];
+  char peerHost[TCP_HOST_BYTES]; /* the peer's hostname (init's peer table), for messages */
   struct tcpStream streams[TCP_MAX_SOCKS];
 
   _Alignas(64) _Atomic uint64_t posted;
   _Alignas(64) _Atomic uint64_t freed;
   _Atomic int starved;       /* receiver: a stream waits for a free slot (recvDone must wake) */
-  _Atomic int failed;        /* set once, after error[] is written */
+  _Atomic int failed;        /* set once, after error[] and failRc are written */
   char error[TCP_ERROR_BYTES];
+  int failRc; /* the code the caller returns: weftRemoteError, or the peer's close reason */
 
   /* calling thread only */
   _Alignas(64) uint64_t mine, theirs;
@@ -114,6 +137,8 @@ struct tcpConn {
   int stopped;       /* failed: no more I/O */
   int inlineOnly;    /* a calling thread's pass: small slots only */
   int64_t lingerUntilMs;
+  struct tcpRecord txRecord; /* ours, at close: a sender's goes after its last slot */
+  struct tcpRecord rxRecord; /* the peer's, as it arrives */
 };
 
 struct tcpPending {
@@ -131,6 +156,7 @@ struct tcpPending {
  * touched only under it, except the atomics. */
 struct tcpState {
   int rank;
+  struct weftComm *comm; /* outlives this state: for the peers' hostnames and close causes */
   struct tcpShape shape;
   size_t sockBufBytes;
   int64_t spinUs, lingerMs;
@@ -181,6 +207,14 @@ uint64_t weftTcpAckMac(const uint8_t *secret, const uint8_t *clientNonce,
 void weftTcpPart(const struct tcpShape *shape, size_t bytes, uint32_t stream, size_t *off,
                  size_t *len);
 weftResult_t weftTcpRandom(void *buf, size_t len);
+/* Fills r with a close record (the note cut to TCP_NOTE_BYTES, made printable). */
+void weftTcpRecordEncode(struct tcpRecord *r, uint32_t reason, const char *note);
+/* A record's 12-byte head: 0 with the reason and note length, -1 when it is not a record. */
+int weftTcpParseRecordHead(const uint8_t *head, uint32_t *reason, size_t *noteLen);
+/* A complete record's note, NUL-terminated into out, non-printable bytes replaced; returns
+ * the reason as the code a peer's close stands for (weftInvalidUsage, weftTimeout, else
+ * weftRemoteError). */
+weftResult_t weftTcpRecordNote(const struct tcpRecord *r, char *out, size_t len);
 /* Large buffers (0: leave autotuning), best effort. */
 void weftTcpSetBuffers(int fd, size_t bytes);
 int weftTcpSameShape(const struct tcpShape *a, const struct tcpShape *b);
@@ -195,6 +229,11 @@ weftResult_t weftTcpDialProgress(struct tcpConn *tc, int *done);
 /* 1 if any byte or slot moved. */
 int weftTcpSendProgress(struct tcpConn *tc);
 int weftTcpRecvProgress(struct tcpConn *tc);
+/* Moves what is left of a close record without waiting: 0 (maybe partial; r->complete once
+ * received whole), TCP_RECORD_BAD (receiving bytes that are not one), or a socket status. */
+int weftTcpRecordSend(int fd, struct tcpRecord *r);
+int weftTcpRecordRecv(int fd, struct tcpRecord *r);
+static inline int weftTcpRecordPending(const struct tcpRecord *r) { return r->done < r->len; }
 /* Whether receiving stream i may read now (its slot is free, its size known). */
 int weftTcpRecvCanWork(struct tcpConn *tc, uint32_t i);
 /* The poll() events stream i waits for, and what to do with those that came. */

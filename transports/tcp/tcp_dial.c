@@ -7,13 +7,16 @@
 #include "check.h"
 #include "tcp.h"
 
+/* A listener closes a handshake it refuses, and a rank's listener goes when its process does:
+ * both read as a closed connection here. */
 static weftResult_t tcpDialError(struct tcpConn *tc, uint32_t i, int rc, const char *doing) {
   char text[128];
   return weftSetError(
-      weftRemoteError, "tcp: rank %d could not connect stream %u to rank %d (%s) %s: %s%s",
-      tc->s->rank, i, tc->peer, tc->peerName, doing, weftSockStatusText(rc, text, sizeof text),
-      rc == WEFT_SOCK_CLOSED ? " (a peer that refuses the handshake holds another secret or "
-                               "WEFT_TCP_* settings)"
+      weftRemoteError, "tcp: rank %d could not connect stream %u to rank %d (host %s, %s) %s: %s%s",
+      tc->s->rank, i, tc->peer, tc->peerHost, tc->peerName, doing,
+      weftSockStatusText(rc, text, sizeof text),
+      rc == WEFT_SOCK_CLOSED ? " (rank exited or failed, or refused the handshake: another "
+                               "secret or other WEFT_TCP_* settings)"
                              : "");
 }
 
@@ -44,8 +47,9 @@ static weftResult_t tcpDialGreeting(struct tcpConn *tc, uint32_t i) {
   if (st->dialDone < TCP_GREETING_BYTES) return weftSuccess;
   if (weftTcpGetBe32(st->dialBuf) != TCP_GREETING_MAGIC)
     return weftSetError(weftRemoteError,
-                        "tcp: %s, where rank %d should listen, is not a weft tcp listener",
-                        tc->peerName, tc->peer);
+                        "tcp: %s, where rank %d (host %s) should listen, is not a weft tcp "
+                        "listener",
+                        tc->peerName, tc->peer, tc->peerHost);
   memcpy(st->serverNonce, st->dialBuf + 4, TCP_NONCE_BYTES);
   WEFTCHECK(weftTcpRandom(st->clientNonce, TCP_NONCE_BYTES));
   struct tcpHello h = {.connId = tc->connId,
@@ -78,9 +82,9 @@ static weftResult_t tcpDialAck(struct tcpConn *tc, uint32_t i) {
   uint64_t want = weftTcpAckMac(tc->s->secret, st->clientNonce, st->serverNonce, tc->connId, i);
   if (weftTcpGetBe64(st->dialBuf) != want)
     return weftSetError(weftRemoteError,
-                        "tcp: rank %d (%s) sent a wrong acknowledgement MAC: it does not hold "
-                        "this communicator's secret",
-                        tc->peer, tc->peerName);
+                        "tcp: rank %d (host %s, %s) sent a wrong acknowledgement MAC: it does "
+                        "not hold this communicator's secret",
+                        tc->peer, tc->peerHost, tc->peerName);
   st->dial = TCP_DIAL_DONE;
   st->ready = 1;
   return weftSuccess;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #include "bootstrap.h"
@@ -33,8 +34,9 @@ static void tcpPublish(struct tcpConn *tc) {
                         memory_order_release);
 }
 
-static void tcpFail(struct tcpConn *tc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tcpFail(struct tcpConn *tc, const char *fmt, ...) {
+static void tcpFail(struct tcpConn *tc, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void tcpFail(struct tcpConn *tc, int rc, const char *fmt, ...) {
   if (tc->stopped) return;
   tc->stopped = 1;
   for (uint32_t i = 0; i < tc->shape.nsocks; i++) tc->streams[i].closed = 1;
@@ -42,6 +44,7 @@ static void tcpFail(struct tcpConn *tc, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(tc->error, sizeof tc->error, fmt, ap);
   va_end(ap);
+  tc->failRc = rc;
   /* INFO only: the calling thread warns if it is still using the connection; at teardown a
    * peer's close is expected. */
   INFO(WEFT_TCP, "%s", tc->error);
@@ -49,17 +52,63 @@ static void tcpFail(struct tcpConn *tc, const char *fmt, ...) {
   atomic_store_explicit(&tc->failed, 1, memory_order_release);
 }
 
+/* ---- Close records (the peer's cause, either way on stream 0) ---- */
+
+int weftTcpRecordSend(int fd, struct tcpRecord *r) {
+  return weftSocketSendSome(fd, r->buf, r->len, &r->done);
+}
+
+int weftTcpRecordRecv(int fd, struct tcpRecord *r) {
+  if (r->len == 0) r->len = TCP_RECORD_HEAD_BYTES;
+  while (!r->complete) {
+    int rc = weftSocketRecvSome(fd, r->buf, r->len, &r->done);
+    if (rc != 0) return rc;
+    if (r->done < r->len) return 0; /* the rest is still on its way */
+    if (r->len == TCP_RECORD_HEAD_BYTES) { /* the head is in: how long is the note? */
+      uint32_t reason;
+      size_t n;
+      if (weftTcpParseRecordHead(r->buf, &reason, &n) != 0) return TCP_RECORD_BAD;
+      r->len += n;
+      r->complete = n == 0;
+    } else {
+      r->complete = 1;
+    }
+  }
+  return 0;
+}
+
+/* A sender's peer may have said why it left before its sockets closed: read it if it is in. */
+static void tcpSendPeekRecord(struct tcpConn *tc) {
+  if (tc->dir == WEFT_DIR_SEND && !tc->rxRecord.complete && tc->streams[0].fd >= 0)
+    (void)weftTcpRecordRecv(tc->streams[0].fd, &tc->rxRecord);
+}
+
+/* The peer closed after a failure of its own, and said which. Only the first cause is passed
+ * on along a chain of closes, so the message names the origin however far it travelled. */
+static void tcpFailWithRecord(struct tcpConn *tc) {
+  char note[TCP_NOTE_BYTES + 1];
+  weftResult_t rc = weftTcpRecordNote(&tc->rxRecord, note, sizeof note);
+  tcpFail(tc, rc, "tcp: rank %d (host %s, %s)%s%s", tc->peer, tc->peerHost, tc->peerName,
+          TCP_CAUSE_MARK, note);
+}
+
 static void tcpFailIo(struct tcpConn *tc, int rc, uint32_t stream) {
   char text[128];
   const char *doing = tc->dir == WEFT_DIR_SEND ? "sending" : "receiving";
-  if (rc == WEFT_SOCK_CLOSED)
-    tcpFail(tc,
-            "tcp: connection to rank %d (%s) closed by peer (rank %d was %s, stream %u, %llu slots "
-            "done)",
-            tc->peer, tc->peerName, tc->s->rank, doing, stream, (unsigned long long)tc->published);
+  if (rc == WEFT_SOCK_CLOSED) tcpSendPeekRecord(tc);
+  if (tc->rxRecord.complete)
+    tcpFailWithRecord(tc);
+  else if (rc == WEFT_SOCK_CLOSED)
+    tcpFail(tc, weftRemoteError,
+            "tcp: connection to rank %d (host %s, %s) closed by peer (rank %d was %s, stream %u, "
+            "%llu slots done)",
+            tc->peer, tc->peerHost, tc->peerName, tc->s->rank, doing, stream,
+            (unsigned long long)tc->published);
   else
-    tcpFail(tc, "tcp: connection to rank %d (%s) failed: %s (rank %d was %s, stream %u)", tc->peer,
-            tc->peerName, weftSockStatusText(rc, text, sizeof text), tc->s->rank, doing, stream);
+    tcpFail(tc, weftRemoteError,
+            "tcp: connection to rank %d (host %s, %s) failed: %s (rank %d was %s, stream %u)",
+            tc->peer, tc->peerHost, tc->peerName, weftSockStatusText(rc, text, sizeof text),
+            tc->s->rank, doing, stream);
 }
 
 /* ---- Sending: posted slots onto the streams ---- */
@@ -146,16 +195,26 @@ void weftTcpSendInline(struct tcpConn *tc) {
   if (left) weftTcpWake(s); /* the socket was full: the thread must poll it */
 }
 
-/* Nothing ever arrives on a sender's stream: readable means the peer left (or misbehaves). */
+/* Nothing arrives on a sender's stream but, on stream 0, its receiver's close record: readable
+ * means the peer left (or misbehaves). */
 static void tcpSendCheckPeer(struct tcpConn *tc, uint32_t i) {
+  if (i == 0) {
+    int rc = weftTcpRecordRecv(tc->streams[0].fd, &tc->rxRecord);
+    if (rc == TCP_RECORD_BAD)
+      tcpFail(tc, weftRemoteError, "tcp: rank %d (host %s, %s) sent unexpected bytes to its sender, rank %d",
+              tc->peer, tc->peerHost, tc->peerName, tc->s->rank);
+    else if (rc != 0 || tc->rxRecord.complete)
+      tcpFailIo(tc, rc != 0 ? rc : WEFT_SOCK_CLOSED, 0);
+    return;
+  }
   uint8_t byte;
   size_t got = 0;
   int rc = weftSocketRecvSome(tc->streams[i].fd, &byte, 1, &got);
   if (rc != 0)
     tcpFailIo(tc, rc, i);
   else if (got > 0)
-    tcpFail(tc, "tcp: rank %d (%s) sent unexpected bytes to its sender, rank %d", tc->peer,
-            tc->peerName, tc->s->rank);
+    tcpFail(tc, weftRemoteError, "tcp: rank %d (host %s, %s) sent unexpected bytes to its sender, rank %d",
+            tc->peer, tc->peerHost, tc->peerName, tc->s->rank);
 }
 
 /* ---- Receiving: streams into free slots ---- */
@@ -170,8 +229,30 @@ int weftTcpRecvCanWork(struct tcpConn *tc, uint32_t i) {
   return i == 0 || k < tc->headers;
 }
 
+/* Stream 0 carries the sender's close record in place of a slot header: read the rest of
+ * it; no slot comes after it, so the connection ends (tcpRecvCheckEnd) once the other streams
+ * have finished the slots before. */
+static void tcpRecvRecord(struct tcpConn *tc, struct tcpStream *st) {
+  int rc = weftTcpRecordRecv(st->fd, &tc->rxRecord);
+  if (rc == TCP_RECORD_BAD) {
+    tcpFail(tc, weftRemoteError, "tcp: rank %d (host %s, %s) broke the protocol: a bad close record",
+            tc->peer, tc->peerHost, tc->peerName);
+  } else if (rc != 0) {
+    st->closed = 1;
+    tcpFailIo(tc, rc, 0);
+  } else if (tc->rxRecord.complete) {
+    st->closed = 1;
+  } else {
+    st->ready = 0;
+  }
+}
+
 /* Stream 0 announces each slot: 1 once slot k's header is in, 0 while it is not. */
 static int tcpRecvHeader(struct tcpConn *tc, struct tcpStream *st, uint64_t k) {
+  if (tc->rxRecord.len != 0) { /* a close record is coming in */
+    if (st->ready) tcpRecvRecord(tc, st);
+    return 0;
+  }
   if (st->done >= TCP_SLOT_HEADER_BYTES) return 1;
   if (!st->ready) return 0;
   int rc = weftSocketRecvSome(st->fd, st->header, TCP_SLOT_HEADER_BYTES, &st->done);
@@ -185,11 +266,19 @@ static int tcpRecvHeader(struct tcpConn *tc, struct tcpStream *st, uint64_t k) {
     return 0;
   }
   uint32_t bytes = weftTcpGetBe32(st->header), seq = weftTcpGetBe32(st->header + 4);
+  if (bytes == TCP_CLOSE_MARK) {
+    memcpy(tc->rxRecord.buf, st->header, TCP_SLOT_HEADER_BYTES);
+    tc->rxRecord.done = TCP_SLOT_HEADER_BYTES;
+    tc->rxRecord.len = TCP_RECORD_HEAD_BYTES;
+    st->done = 0;
+    tcpRecvRecord(tc, st);
+    return 0;
+  }
   if (bytes > tc->shape.slotBytes || seq != (uint32_t)k) {
-    tcpFail(tc,
-            "tcp: rank %d (%s) broke the protocol: slot %u of %u bytes where slot %u of at "
-            "most %llu was due",
-            tc->peer, tc->peerName, seq, bytes, (uint32_t)k,
+    tcpFail(tc, weftRemoteError,
+            "tcp: rank %d (host %s, %s) broke the protocol: slot %u of %u bytes where slot %u of "
+            "at most %llu was due",
+            tc->peer, tc->peerHost, tc->peerName, seq, bytes, (uint32_t)k,
             (unsigned long long)tc->shape.slotBytes);
     return 0;
   }
@@ -280,8 +369,11 @@ void weftTcpRecvInline(struct tcpConn *tc) {
 
 short weftTcpStreamEvents(struct tcpConn *tc, uint32_t i) {
   const struct tcpStream *st = &tc->streams[i];
-  if (tc->dir == WEFT_DIR_SEND)
-    return (short)(POLLIN | (!st->ready && st->pos < tc->seenPosted ? POLLOUT : 0));
+  if (tc->dir == WEFT_DIR_SEND) {
+    int more = st->pos < tc->seenPosted ||
+               (i == 0 && tc->closing && weftTcpRecordPending(&tc->txRecord));
+    return (short)(POLLIN | (!st->ready && more ? POLLOUT : 0));
+  }
   /* 0 still reports POLLERR and POLLHUP: a reset is noticed even while the FIFO is full. */
   return weftTcpRecvCanWork(tc, i) ? POLLIN : 0;
 }

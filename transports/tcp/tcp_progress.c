@@ -15,6 +15,7 @@
 
 #include "bootstrap.h"
 #include "check.h"
+#include "core.h"
 #include "tcp.h"
 
 /* The longest the thread sleeps without a reason to wake: a safety net, not a timer. */
@@ -80,15 +81,27 @@ void weftTcpFreeConnLocked(struct tcpState *s, struct tcpConn *tc) {
   weftTcpFreeConn(tc);
 }
 
-/* A closed sender goes once its posted slots are with the kernel, which delivers them after
- * close() (no unread bytes ever sit on a sender's socket, so close sends FIN, not RST). */
+/* A closing sender's record goes after its last slot, on stream 0 (tcp.h). */
+static void tcpSendCloseRecord(struct tcpConn *tc) {
+  struct tcpStream *st = &tc->streams[0];
+  if (!weftTcpRecordPending(&tc->txRecord) || !st->ready || st->fd < 0) return;
+  int rc = weftTcpRecordSend(st->fd, &tc->txRecord);
+  if (rc != 0) tc->txRecord.done = tc->txRecord.len; /* the peer is gone: nobody to tell */
+  else if (weftTcpRecordPending(&tc->txRecord)) st->ready = 0;
+}
+
+/* A closed sender goes once its posted slots (and its close record) are with the kernel,
+ * which delivers them after close() (no unread bytes ever sit on a sender's socket, so close
+ * sends FIN, not RST). */
 static void tcpReapClosing(struct tcpState *s, int64_t now) {
   for (struct tcpConn *tc = s->conns, *next; tc != NULL; tc = next) {
     next = tc->next;
     if (!tc->closing) continue;
     int flushed = tc->published == atomic_load_explicit(&tc->posted, memory_order_acquire);
+    if (flushed && !tc->stopped) tcpSendCloseRecord(tc);
+    int said = !weftTcpRecordPending(&tc->txRecord);
     int expired = now >= tc->lingerUntilMs || (s->stop && now >= s->stopUntilMs);
-    if (!flushed && !tc->stopped && !expired) continue;
+    if (!(flushed && said) && !tc->stopped && !expired) continue;
     if (!flushed && !tc->stopped)
       INFO(WEFT_TCP, "tcp: dropped %llu unsent slots to rank %d (%s) after %lld ms",
            (unsigned long long)(atomic_load(&tc->posted) - tc->published), tc->peer, tc->peerName,
@@ -234,7 +247,8 @@ void weftTcpStop(struct tcpState *s) {
   if (!s->started) return;
   pthread_mutex_lock(&s->lock);
   s->stop = 1;
-  s->stopUntilMs = weftNowMs() + s->lingerMs;
+  /* An aborted communicator talks to nobody: no flushing either. */
+  s->stopUntilMs = weftNowMs() + (weftCommAborted(s->comm) ? 0 : s->lingerMs);
   pthread_mutex_unlock(&s->lock);
   weftTcpKick(s);
   pthread_join(s->thread, NULL);

@@ -1,6 +1,7 @@
 /* TCP transport: what goes on the wire (blobs, the handshake and its MACs, slot striping)
  * and socket options. See docs/transports/tcp.md for the layouts. */
 #include <errno.h>
+#include <stdio.h>
 #include <netinet/tcp.h>
 #include <string.h>
 #include <sys/random.h>
@@ -153,6 +154,51 @@ void weftTcpPart(const struct tcpShape *shape, size_t bytes, uint32_t stream, si
   }
   *off = start;
   *len = bytes - start < base ? bytes - start : base;
+}
+
+/* ---- Close records ---- */
+
+/* Notes come from another process and end up in messages and logs: printable ASCII only. */
+static void tcpPrintable(char *text) {
+  for (; *text != '\0'; text++)
+    if (*text < 0x20 || *text > 0x7e) *text = '?';
+}
+
+void weftTcpRecordEncode(struct tcpRecord *r, uint32_t reason, const char *note) {
+  char text[TCP_NOTE_BYTES + 1];
+  snprintf(text, sizeof text, "%s", note);
+  tcpPrintable(text);
+  size_t n = strlen(text);
+  weftTcpPutBe32(r->buf, TCP_CLOSE_MARK);
+  weftTcpPutBe32(r->buf + 4, reason);
+  weftTcpPutBe32(r->buf + 8, (uint32_t)n);
+  memcpy(r->buf + TCP_RECORD_HEAD_BYTES, text, n);
+  r->len = TCP_RECORD_HEAD_BYTES + n;
+  r->done = 0;
+  r->complete = 0;
+}
+
+int weftTcpParseRecordHead(const uint8_t *head, uint32_t *reason, size_t *noteLen) {
+  uint32_t n = weftTcpGetBe32(head + 8);
+  if (weftTcpGetBe32(head) != TCP_CLOSE_MARK || n > TCP_NOTE_BYTES) return -1;
+  *reason = weftTcpGetBe32(head + 4);
+  *noteLen = n;
+  return 0;
+}
+
+weftResult_t weftTcpRecordNote(const struct tcpRecord *r, char *out, size_t len) {
+  uint32_t reason = 0;
+  size_t n = 0;
+  if (len == 0) return weftRemoteError;
+  out[0] = '\0';
+  if (!r->complete || weftTcpParseRecordHead(r->buf, &reason, &n) != 0) return weftRemoteError;
+  if (n > len - 1) n = len - 1;
+  memcpy(out, r->buf + TCP_RECORD_HEAD_BYTES, n);
+  out[n] = '\0';
+  tcpPrintable(out);
+  /* Only codes a close can stand for; anything else is a plain remote error. */
+  if (reason == weftInvalidUsage || reason == weftTimeout) return (weftResult_t)reason;
+  return weftRemoteError;
 }
 
 weftResult_t weftTcpRandom(void *buf, size_t len) {
