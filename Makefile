@@ -22,6 +22,8 @@ TRANSPORT_TEST_SRCS := $(wildcard tests/transport/*.c)
 TRANSPORT_TEST_BINS := $(patsubst tests/transport/%.c,$(BUILD)/tests/transport/%,$(TRANSPORT_TEST_SRCS))
 COLL_SRCS := $(wildcard tests/coll/*.c)
 COLL_BINS := $(patsubst tests/coll/%.c,$(BUILD)/tests/coll/%,$(COLL_SRCS))
+NET_SRCS := $(wildcard tests/net/*.c)
+NET_BINS := $(patsubst tests/net/%.c,$(BUILD)/tests/net/%,$(NET_SRCS))
 # tests/fault: each test_*.c is a binary; the other .c files (the fault-injection wrapper) are
 # linked into every one of them.
 FAULT_SRCS := $(wildcard tests/fault/test_*.c)
@@ -40,7 +42,7 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 all: lib benches tests
 lib: $(BUILD)/libweft.so $(BUILD)/libweft.a
 benches: $(BENCH_BINS) $(EXAMPLE_BINS)
-tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(FAULT_BINS) $(MPI_TEST_BINS)
+tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(NET_BINS) $(FAULT_BINS) $(MPI_TEST_BINS)
 
 # Installs missing packages once per build tree (and again when install-deps.sh changes).
 $(DEPS_STAMP): install-deps.sh
@@ -72,6 +74,9 @@ $(BUILD)/tests/transport/%: tests/transport/%.c $(BUILD)/libweft.a $(TEST_COMMON
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
 $(BUILD)/tests/coll/%: tests/coll/%.c $(BUILD)/libweft.a $(TEST_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
+$(BUILD)/tests/net/%: tests/net/%.c $(BUILD)/libweft.a $(TEST_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
 $(BUILD)/tests/fault/%: tests/fault/%.c $(BUILD)/libweft.a $(TEST_COMMON) $(FAULT_HELPERS) $(wildcard tests/fault/*.h)

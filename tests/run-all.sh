@@ -46,6 +46,8 @@ for t in "$BUILD"/tests/unit/*; do [ -x "$t" ] && run_criterion "$t"; done
 for t in "$BUILD"/tests/transport/*; do [ -x "$t" ] && run_criterion "$t"; done
 for t in "$BUILD"/tests/coll/*; do [ -x "$t" ] && run_criterion "$t"; done
 for t in "$BUILD"/tests/fault/*; do [ -x "$t" ] && run_criterion "$t"; done
+# Faults across emulated hosts (network namespaces, root only; skipped with the reason otherwise)
+for t in "$BUILD"/tests/net/*; do [ -x "$t" ] && run_criterion "$t"; done
 
 for t in "$BUILD"/tests/mpi/*; do
   [ -x "$t" ] && run_cmd "mpirun -np 4 $(basename "$t")" $MPIRUN -np 4 "$t"
