@@ -66,8 +66,11 @@ static int faultStep(int isSend) {
       return 0;
     case FAULT_DROP:
       if (!isSend) return 0;
-      if (spec.count != 0 && atomic_load(&applied) >= spec.count) return 0;
-      atomic_fetch_add(&applied, 1);
+      if (spec.count != 0 && atomic_fetch_add(&applied, 1) >= spec.count) {
+        atomic_fetch_sub(&applied, 1); /* one ticket per lost send, even across threads */
+        return 0;
+      }
+      if (spec.count == 0) atomic_fetch_add(&applied, 1);
       fireOnce();
       return 1;
     default:

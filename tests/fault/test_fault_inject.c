@@ -58,10 +58,11 @@ struct scenario {
   long ops;               /* delay: collectives each rank runs; else 0 (until one fails) */
 };
 
+static const char *const kindNames[] = {"none", "kill", "drop", "delay"};
+
 static void describe(char *buf, size_t len, const struct scenario *sc, int rep) {
-  static const char *const kinds[] = {"none", "kill", "drop", "delay"};
   snprintf(buf, len, "%s rank %d after %llu steps (count %llu, us %u) over %s/%s, rep %d%s%s",
-           kinds[sc->fault.kind], sc->fault.rank, (unsigned long long)sc->fault.after,
+           kindNames[sc->fault.kind], sc->fault.rank, (unsigned long long)sc->fault.after,
            (unsigned long long)sc->fault.count, sc->fault.us, sc->transport, sc->algo, rep,
            sc->viaEnv ? ", via WEFT_FAULT" : "", sc->abortAtEnd ? ", abort" : "");
 }
@@ -73,6 +74,14 @@ static void onFire(void *arg) {
   sh->firedAtMs = nowMs();
 }
 
+/* The WEFT_FAULT text of a spec (fault.h). */
+static void specText(char *text, size_t len, const struct faultSpec *f) {
+  int n = snprintf(text, len, "%s:after=%llu", kindNames[f->kind], (unsigned long long)f->after);
+  if (f->rank >= 0) n += snprintf(text + n, len - (size_t)n, ":rank=%d", f->rank);
+  if (f->count > 0) n += snprintf(text + n, len - (size_t)n, ":count=%llu", (unsigned long long)f->count);
+  if (f->us > 0) snprintf(text + n, len - (size_t)n, ":us=%u", f->us);
+}
+
 static void installFault(struct shared *sh, const struct scenario *sc) {
   if (!sc->viaEnv) {
     struct faultSpec s = sc->fault;
@@ -81,14 +90,8 @@ static void installFault(struct shared *sh, const struct scenario *sc) {
     faultInstall(&s);
     return;
   }
-  static const char *const kinds[] = {"none", "kill", "drop", "delay"};
   char text[160], why[256];
-  int n = snprintf(text, sizeof text, "%s:after=%llu", kinds[sc->fault.kind],
-                   (unsigned long long)sc->fault.after);
-  if (sc->fault.rank >= 0) n += snprintf(text + n, sizeof text - (size_t)n, ":rank=%d", sc->fault.rank);
-  if (sc->fault.count > 0)
-    n += snprintf(text + n, sizeof text - (size_t)n, ":count=%llu", (unsigned long long)sc->fault.count);
-  if (sc->fault.us > 0) snprintf(text + n, sizeof text - (size_t)n, ":us=%u", sc->fault.us);
+  specText(text, sizeof text, &sc->fault);
   setenv("WEFT_FAULT", text, 1);
   if (faultInstallFromEnv(onFire, sh, why, sizeof why) != 0) {
     fprintf(stderr, "%s\n", why);
