@@ -22,7 +22,7 @@ static void runMatrix(int procs, int threads, const struct collMatrix *m) {
                  threads, algos[a]);
   }
   unsetenv("WEFT_ALGO");
-  cr_assert_eq(countWeftShmSegments(), segments, "weft segments left in /dev/shm");
+  cr_assert_leq(countWeftShmSegments(), segments, "weft segments left in /dev/shm");
 }
 
 static const weftDataType_t allTypes[] = {weftInt8,  weftUint8,   weftInt32,   weftUint32,
@@ -105,7 +105,7 @@ static void runOnHosts(int hosts, int perHost) {
                  perHost, hostAlgos[a]);
   }
   unsetenv("WEFT_ALGO");
-  cr_assert_eq(countWeftShmSegments(), segments, "weft segments left in /dev/shm");
+  cr_assert_leq(countWeftShmSegments(), segments, "weft segments left in /dev/shm");
 }
 
 Test(emulated_hosts, hosts_2x1, .timeout = 900) { runOnHosts(2, 1); }
