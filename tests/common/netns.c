@@ -63,10 +63,12 @@ static int runCluster(const char *args, char *out, size_t outLen, char *err, siz
   fflush(NULL);
   FILE *p = popen(cmd, "r");
   size_t n = 0;
-  if (p != NULL) {
-    char sink[512];
-    for (size_t got; (got = fread(out ? out + n : sink, 1, out ? outLen - 1 - n : sizeof sink, p)) > 0;)
-      if (out) n += got;
+  char sink[512];
+  while (p != NULL) { /* to the end, past what fits: the script must never block on the pipe */
+    int keep = out != NULL && n + 1 < outLen;
+    size_t got = fread(keep ? out + n : sink, 1, keep ? outLen - 1 - n : sizeof sink, p);
+    if (got == 0) break;
+    if (keep) n += got;
   }
   if (out) out[n] = '\0';
   int status = p != NULL ? pclose(p) : -1;
