@@ -97,9 +97,11 @@ struct weftBootstrap {
    * rank from a live one (weftBootstrapProbe). */
   int listenFd;
   union weftSockAddr listenAddr;
-  /* Notes between ring neighbours once init is over (weftBootstrapNoteSend/Recv). */
-  uint8_t noteIn[WEFT_BOOT_NOTE_BYTES], noteOut[WEFT_BOOT_NOTE_BYTES];
-  size_t noteInLen, noteOutLen, noteOutSent;
+  /* Notes to and from each ring neighbour once init is over (weftBootstrapNoteSend/Recv). */
+  struct weftBootstrapNotes {
+    uint8_t in[WEFT_BOOT_NOTE_BYTES], out[WEFT_BOOT_NOTE_BYTES];
+    size_t inLen, outLen, outSent;
+  } notes[2];
 };
 
 /* ---- Bytes ---- */
@@ -1733,41 +1735,48 @@ static void nameGoneRanks(struct weftBootstrap *b) {
 
 /* ---- Notes: fixed-size records between ring neighbours after init ---- */
 
+static int noteFd(const struct weftBootstrap *b, int dir) {
+  return dir == WEFT_NOTE_NEXT ? b->nextFd : b->prevFd;
+}
+
 /* Pushes what is left of the note being sent; 1 when none is left, 0 when it would block. */
-static int noteFlush(struct weftBootstrap *b) {
-  if (b->noteOutSent == b->noteOutLen) return 1;
-  size_t done = b->noteOutSent;
-  int rc = weftSocketSendSome(b->nextFd, b->noteOut, b->noteOutLen, &done);
-  b->noteOutSent = done;
+static int noteFlush(struct weftBootstrap *b, int dir) {
+  struct weftBootstrapNotes *q = &b->notes[dir];
+  if (q->outSent == q->outLen) return 1;
+  size_t done = q->outSent;
+  int rc = weftSocketSendSome(noteFd(b, dir), q->out, q->outLen, &done);
+  q->outSent = done;
   if (rc != 0) return -1;
-  return b->noteOutSent == b->noteOutLen;
+  return q->outSent == q->outLen;
 }
 
-int weftBootstrapNoteSend(struct weftBootstrap *b, const uint8_t note[WEFT_BOOT_NOTE_BYTES]) {
-  if (b == NULL || b->nextFd < 0) return -1;
-  int rc = noteFlush(b);
+int weftBootstrapNoteSend(struct weftBootstrap *b, int dir, const uint8_t note[WEFT_BOOT_NOTE_BYTES]) {
+  if (b == NULL || noteFd(b, dir) < 0) return -1;
+  int rc = noteFlush(b, dir);
   if (rc != 1) return rc;
-  memcpy(b->noteOut, note, WEFT_BOOT_NOTE_BYTES);
-  b->noteOutLen = WEFT_BOOT_NOTE_BYTES;
-  b->noteOutSent = 0;
-  return noteFlush(b) < 0 ? -1 : 1;
+  struct weftBootstrapNotes *q = &b->notes[dir];
+  memcpy(q->out, note, WEFT_BOOT_NOTE_BYTES);
+  q->outLen = WEFT_BOOT_NOTE_BYTES;
+  q->outSent = 0;
+  return noteFlush(b, dir) < 0 ? -1 : 1;
 }
 
-int weftBootstrapNoteRecv(struct weftBootstrap *b, uint8_t note[WEFT_BOOT_NOTE_BYTES]) {
-  if (b == NULL || b->prevFd < 0) return -1;
-  (void)noteFlush(b);
-  size_t done = b->noteInLen;
-  int rc = weftSocketRecvSome(b->prevFd, b->noteIn, WEFT_BOOT_NOTE_BYTES, &done);
-  b->noteInLen = done;
+int weftBootstrapNoteRecv(struct weftBootstrap *b, int dir, uint8_t note[WEFT_BOOT_NOTE_BYTES]) {
+  if (b == NULL || noteFd(b, dir) < 0) return -1;
+  (void)noteFlush(b, dir);
+  struct weftBootstrapNotes *q = &b->notes[dir];
+  size_t done = q->inLen;
+  int rc = weftSocketRecvSome(noteFd(b, dir), q->in, WEFT_BOOT_NOTE_BYTES, &done);
+  q->inLen = done;
   if (rc != 0) return -1;
-  if (b->noteInLen < WEFT_BOOT_NOTE_BYTES) return 0;
-  memcpy(note, b->noteIn, WEFT_BOOT_NOTE_BYTES);
-  b->noteInLen = 0;
+  if (q->inLen < WEFT_BOOT_NOTE_BYTES) return 0;
+  memcpy(note, q->in, WEFT_BOOT_NOTE_BYTES);
+  q->inLen = 0;
   return 1;
 }
 
 int weftBootstrapNoteWait(struct weftBootstrap *b, int64_t deadlineMs) {
-  if (b == NULL || b->prevFd < 0) return -1;
-  struct pollfd pfd = {.fd = b->prevFd, .events = POLLIN};
-  return weftPollUntil(&pfd, 1, deadlineMs) > 0;
+  if (b == NULL || (b->prevFd < 0 && b->nextFd < 0)) return -1;
+  struct pollfd pfd[2] = {{.fd = b->nextFd, .events = POLLIN}, {.fd = b->prevFd, .events = POLLIN}};
+  return weftPollUntil(pfd, 2, deadlineMs) > 0;
 }

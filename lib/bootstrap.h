@@ -49,14 +49,16 @@ int weftBootstrapDescribeGone(const struct weftBootstrap *b, const char *skip, c
  * and waits until a dead peer's descriptors have surely all closed, before probes. */
 void weftBootstrapCloseRing(struct weftBootstrap *b);
 void weftBootstrapSettle(void);
-/* Notes: fixed-size records a rank sends to rank+1 over the bootstrap ring once init is over
- * (the ring is idle then), e.g. the signature of the collective it waits in. Never wait.
+/* Notes: fixed-size records a rank exchanges with its ring neighbours (dir: WEFT_NOTE_NEXT,
+ * rank+1, or WEFT_NOTE_PREV, rank-1) over the bootstrap ring once init is over (the ring is
+ * idle then), e.g. the signature of the collective it waits in. Never wait.
  * Send: 1 sent (or queued behind a note still leaving), 0 an earlier note still blocks the
- * socket, -1 the ring is closed. Recv (from rank-1): 1 a whole note is in `note`, 0 none
- * yet, -1 closed. Wait: 1 when rank-1's socket is readable before deadlineMs, else 0 or -1. */
+ * socket, -1 the ring is closed. Recv: 1 a whole note is in `note`, 0 none yet, -1 closed.
+ * Wait: 1 when a neighbour's socket is readable before deadlineMs, else 0 or -1. */
 #define WEFT_BOOT_NOTE_BYTES 40
-int weftBootstrapNoteSend(struct weftBootstrap *b, const uint8_t note[WEFT_BOOT_NOTE_BYTES]);
-int weftBootstrapNoteRecv(struct weftBootstrap *b, uint8_t note[WEFT_BOOT_NOTE_BYTES]);
+enum { WEFT_NOTE_NEXT = 0, WEFT_NOTE_PREV = 1 };
+int weftBootstrapNoteSend(struct weftBootstrap *b, int dir, const uint8_t note[WEFT_BOOT_NOTE_BYTES]);
+int weftBootstrapNoteRecv(struct weftBootstrap *b, int dir, uint8_t note[WEFT_BOOT_NOTE_BYTES]);
 int weftBootstrapNoteWait(struct weftBootstrap *b, int64_t deadlineMs);
 /* Closes every socket; never blocks. */
 weftResult_t weftBootstrapClose(struct weftBootstrap *b);

@@ -97,6 +97,7 @@ static void commFree(struct weftComm *comm) {
   free(comm->localRanks);
   free(comm->peers);
   weftSplitFree(comm->split);
+  free(comm->watchSeen);
   comm->magic = 0;
   free(comm);
 }
@@ -364,7 +365,8 @@ weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc) {
   int expected = weftSuccess;
   atomic_compare_exchange_strong(&comm->asyncError, &expected, (int)rc);
   if (weftCommAborted(comm)) return rc;
-  if (rc == weftTimeout) return rc; /* the others time out by themselves, naming whom they wait for */
+  /* The others time out by themselves; the notes of lasting waits may show who is missing. */
+  if (rc == weftTimeout) return weftSigWatchOnTimeout(comm, rc);
   weftCommCloseLinks(comm, rc);
   /* After the links are closed, so the failure spreads while this rank looks: is it a
    * mismatch another host found, and who is dead. */

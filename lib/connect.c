@@ -2,6 +2,7 @@
  * blobs through the bootstrap, connect. One collective call connects any set of links (rings,
  * trees); every rank calls it at the same point, each with its own links. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -244,4 +245,27 @@ weftResult_t weftRingConnect(struct weftComm *comm) {
   free(order);
   free(placed);
   return rc;
+}
+
+static const char *causeOrigin(const char *why) {
+  const char *origin = why;
+  for (const char *p = strstr(why, WEFT_CAUSE_MARK); p != NULL; p = strstr(p + 1, WEFT_CAUSE_MARK))
+    origin = p + strlen(WEFT_CAUSE_MARK);
+  return origin;
+}
+
+int weftConnCloseCause(struct weftComm *comm, const struct weftConn *c, char *buf, size_t len) {
+  if (weftCommAborted(comm)) {
+    snprintf(buf, len, "rank %d aborted its communicator (weftCommAbort)", comm->rank);
+    return weftRemoteError;
+  }
+  int err = atomic_load(&comm->asyncError);
+  if (err == weftSuccess || err == weftInProgress) return 0;
+  /* weftCommFail closes the links as soon as a collective fails, when the failure is still
+   * this thread's last error; after a timeout they stay until destroy, and the message is the
+   * communicator's by then. */
+  const char *why = err == weftTimeout ? comm->lastError : weftThreadLastError();
+  if (*why == '\0') why = weftGetErrorString((weftResult_t)err);
+  snprintf(buf, len, "%s", causeOrigin(why));
+  return c->closeReason == weftInvalidUsage ? weftInvalidUsage : err;
 }

@@ -102,9 +102,10 @@ struct weftComm {
   struct weftSplit *split;
   uint64_t splitsBegun;
 
-  /* Signature notes over the bootstrap ring (lib/sigwatch.c): the operation last announced
-   * to rank+1, what rank-1 announced last, and whether a mismatch note went on. */
-  uint64_t watchSentSeq, watchPrevSeq, watchPrevSig;
+  /* Signature notes over the bootstrap ring (lib/sigwatch.c): the operation last announced,
+   * where each rank was last heard of (operation and signature, 2 per rank, allocated at the
+   * first lasting wait), and whether a mismatch note went on. */
+  uint64_t watchSentSeq, *watchSeen;
   int watchRelayed;
   int initDone; /* the bootstrap ring is free for notes only once init no longer uses it */
 };
@@ -138,6 +139,8 @@ void weftSigDescribe(uint64_t sig, char *buf, size_t len);
 /* Passes a mismatch found some other way (a slot's signature trailer) around the ring too. */
 void weftSigWatchAnnounce(struct weftComm *comm, int rankA, uint64_t sigA, int rankB,
                           uint64_t sigB);
+/* For a collective that timed out: names the ranks no note has shown at this operation. */
+weftResult_t weftSigWatchOnTimeout(struct weftComm *comm, weftResult_t rc);
 /* For a collective that failed with rc: a remote error becomes weftInvalidUsage when a
  * mismatch note for this operation arrives within a short wait. */
 weftResult_t weftSigWatchOnFailure(struct weftComm *comm, weftResult_t rc);

@@ -1,12 +1,15 @@
-/* Mismatch detection across hosts for waits that last. Ranks that disagree on a collective's
- * count or type may pick different algorithms and wait on different links, where the
- * signature trailer of every slot never arrives to tell them. On one host the direct
- * algorithm's segment shows every rank's signature; across hosts, a waiting rank sends the
- * signature of its collective to rank+1 over the bootstrap ring (idle after init) and reads
- * rank-1's. A rank that sees rank-1 at the same operation with another signature has found a
- * mismatch: it passes a note naming both around the ring, so every rank fails with
- * weftInvalidUsage and both signatures, including ranks that first saw a link close. */
+/* What waits that last tell each other. Ranks that disagree on a collective's count or type may
+ * pick different algorithms and wait on different links, where the signature trailer of every
+ * slot never arrives to tell them; and a rank that waits for its neighbour cannot tell which
+ * rank upstream is the one not arriving. So a wait that has lasted (the algorithms' watch
+ * tick) announces its operation and signature to both bootstrap-ring neighbours (the ring is
+ * idle after init), and every rank passes news of other ranks on, so each waiting rank learns
+ * where every rank it can reach is. A rank heard of at the same operation with another
+ * signature is a mismatch: a note naming both goes around, and every rank fails with
+ * weftInvalidUsage and both signatures, including ranks that first saw a link close. A wait
+ * that times out names the ranks no note showed at its operation. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bootstrap.h"
@@ -69,33 +72,65 @@ static weftResult_t mismatchError(const struct weftComm *comm, const struct note
 }
 
 static int active(const struct weftComm *comm) {
-  return comm->initDone && comm->boot != NULL && comm->nranks > 1 && comm->nHosts > 1;
+  return comm->initDone && comm->boot != NULL && comm->nranks > 1;
 }
 
-/* Passes a mismatch note on (best effort: rank+1 may have gone) and fails with it. */
-static weftResult_t relayMismatch(struct weftComm *comm, const struct note *n) {
+/* Where each rank was last heard of: [2r] its operation, [2r+1] that operation's signature. */
+static uint64_t *seenTable(struct weftComm *comm) {
+  if (comm->watchSeen == NULL) comm->watchSeen = calloc(2 * (size_t)comm->nranks, sizeof(uint64_t));
+  return comm->watchSeen;
+}
+
+/* To both neighbours but the one it came from (-1: both), best effort. */
+static void sendOn(struct weftComm *comm, const struct note *n, int from) {
   uint8_t bytes[WEFT_BOOT_NOTE_BYTES];
   encode(n, bytes);
-  (void)weftBootstrapNoteSend(comm->boot, bytes);
+  for (int dir = WEFT_NOTE_NEXT; dir <= WEFT_NOTE_PREV; dir++)
+    if (dir != from) (void)weftBootstrapNoteSend(comm->boot, dir, bytes);
+}
+
+/* Passes a mismatch note on and fails with it. */
+static weftResult_t relayMismatch(struct weftComm *comm, const struct note *n, int from) {
+  sendOn(comm, n, from);
   comm->watchRelayed = 1;
   return mismatchError(comm, n);
 }
 
-/* Takes every note rank-1 sent; a mismatch of the current operation is the result. *open
- * is 0 once rank-1's side is closed. */
+/* A note from a neighbour: a mismatch of the current operation is the result; where a rank is
+ * goes into the table and, when news, on to the other neighbour. */
+static weftResult_t takeNote(struct weftComm *comm, const struct note *n, int from) {
+  if (n->kind == NOTE_MISMATCH) return n->seq == comm->opSig[0] ? relayMismatch(comm, n, from) : weftSuccess;
+  uint64_t *seen = seenTable(comm);
+  if (seen == NULL || n->rankA >= (uint32_t)comm->nranks || n->seq <= seen[2 * n->rankA]) return weftSuccess;
+  seen[2 * n->rankA] = n->seq;
+  seen[2 * n->rankA + 1] = n->sigA;
+  sendOn(comm, n, from);
+  return weftSuccess;
+}
+
+/* Takes every note the neighbours sent. *open is 0 once both their sides are closed. */
 static weftResult_t readNotes(struct weftComm *comm, int *open) {
   uint8_t bytes[WEFT_BOOT_NOTE_BYTES];
   struct note n;
-  int got;
-  while ((got = weftBootstrapNoteRecv(comm->boot, bytes)) == 1) {
-    if (weftSigNoteDecode(bytes, &n) != 0) continue;
-    if (n.kind == NOTE_MISMATCH && n.seq == comm->opSig[0]) return relayMismatch(comm, &n);
-    if (n.kind == NOTE_AT) {
-      comm->watchPrevSeq = n.seq;
-      comm->watchPrevSig = n.sigA;
-    }
+  *open = 0;
+  for (int dir = WEFT_NOTE_NEXT; dir <= WEFT_NOTE_PREV; dir++) {
+    int got;
+    while ((got = weftBootstrapNoteRecv(comm->boot, dir, bytes)) == 1)
+      if (weftSigNoteDecode(bytes, &n) == 0) WEFTCHECK(takeNote(comm, &n, dir));
+    *open |= got == 0;
   }
-  *open = got == 0;
+  return weftSuccess;
+}
+
+/* A rank heard of at this operation with another signature is a mismatch. */
+static weftResult_t compareSeen(struct weftComm *comm) {
+  const uint64_t *seen = comm->watchSeen;
+  uint64_t seq = comm->opSig[0], sig = comm->opSig[1];
+  for (int r = 0; seen != NULL && r < comm->nranks; r++) {
+    if (r == comm->rank || seen[2 * r] != seq || seen[2 * r + 1] == sig) continue;
+    struct note n = {NOTE_MISMATCH, seq, (uint32_t)r, (uint32_t)comm->rank, seen[2 * r + 1], sig};
+    return relayMismatch(comm, &n, -1);
+  }
   return weftSuccess;
 }
 
@@ -104,23 +139,19 @@ weftResult_t weftSigWatch(struct weftComm *comm) {
   uint64_t seq = comm->opSig[0], sig = comm->opSig[1];
   if (comm->watchSentSeq != seq) {
     struct note at = {NOTE_AT, seq, (uint32_t)comm->rank, 0, sig, 0};
-    uint8_t bytes[WEFT_BOOT_NOTE_BYTES];
-    encode(&at, bytes);
-    if (weftBootstrapNoteSend(comm->boot, bytes) == 1) comm->watchSentSeq = seq;
+    sendOn(comm, &at, -1);
+    comm->watchSentSeq = seq;
   }
   int open;
   WEFTCHECK(readNotes(comm, &open));
-  if (comm->watchPrevSeq != seq || comm->watchPrevSig == sig) return weftSuccess;
-  int prev = (comm->rank + comm->nranks - 1) % comm->nranks;
-  struct note n = {NOTE_MISMATCH, seq, (uint32_t)prev, (uint32_t)comm->rank, comm->watchPrevSig, sig};
-  return relayMismatch(comm, &n);
+  return compareSeen(comm);
 }
 
 void weftSigWatchAnnounce(struct weftComm *comm, int rankA, uint64_t sigA, int rankB,
                           uint64_t sigB) {
   if (!active(comm) || comm->watchRelayed) return;
   struct note n = {NOTE_MISMATCH, comm->opSig[0], (uint32_t)rankA, (uint32_t)rankB, sigA, sigB};
-  (void)relayMismatch(comm, &n);
+  (void)relayMismatch(comm, &n, -1);
 }
 
 weftResult_t weftSigWatchOnFailure(struct weftComm *comm, weftResult_t rc) {
@@ -130,10 +161,40 @@ weftResult_t weftSigWatchOnFailure(struct weftComm *comm, weftResult_t rc) {
   snprintf(was, sizeof was, "%s", weftThreadLastError());
   int64_t deadline = weftNowMs() + MISMATCH_NOTE_WAIT_MS;
   int open = 1;
-  while (open && weftBootstrapNoteWait(comm->boot, deadline) == 1) {
+  /* The clock is checked here, not only by the poll: a neighbour's closed socket stays
+   * readable, so the poll alone would never let the deadline pass. */
+  while (open && weftNowMs() < deadline && weftBootstrapNoteWait(comm->boot, deadline) == 1) {
     weftResult_t found = readNotes(comm, &open);
     if (found != weftSuccess) return found;
   }
   weftSetError(rc, "%s", was);
   return rc;
+}
+
+weftResult_t weftSigWatchOnTimeout(struct weftComm *comm, weftResult_t rc) {
+  int open;
+  if (!active(comm) || weftCommAborted(comm) || readNotes(comm, &open) != weftSuccess ||
+      comm->watchSeen == NULL)
+    return rc;
+  char late[512] = "";
+  size_t o = 0;
+  int nlate = 0, nheard = 0;
+  uint64_t seq = comm->opSig[0];
+  for (int r = 0; r < comm->nranks; r++) {
+    uint64_t at = comm->watchSeen[2 * r];
+    if (r == comm->rank || at == seq) {
+      nheard += r != comm->rank;
+      continue;
+    }
+    if (o < sizeof late)
+      o += (size_t)snprintf(late + o, sizeof late - o, "%srank %d (%s)", nlate ? ", " : "", r,
+                            at == 0 ? "not heard from" : "last heard at an earlier operation");
+    nlate++;
+  }
+  if (nlate == 0 || nheard == 0) return rc; /* all here (a deadlock elsewhere), or no news */
+  char was[1024];
+  snprintf(was, sizeof was, "%s", weftThreadLastError());
+  return weftSetError(rc, "%s; ranks not known to have reached operation %llu (the others "
+                          "announced it over the bootstrap ring): %s",
+                      was, (unsigned long long)seq, late);
 }

@@ -85,6 +85,14 @@ struct weftTransportOps {
   weftResult_t (*finalize)(void *state);
 };
 
+/* Why a link closes, for transports that tell their peer (lib/connect.c). Peers print the
+ * cause after WEFT_CAUSE_MARK; a cause that already carries it is cut to its origin, so a
+ * chain of closes names the first failure however far it travels. Returns the reason code
+ * (weftInvalidUsage for a mismatch, else the communicator's error) with the text in buf, or
+ * 0 for an orderly close (destroy after success, a failed init): nothing to say. */
+#define WEFT_CAUSE_MARK " closed the connection after its own failure: "
+int weftConnCloseCause(struct weftComm *comm, const struct weftConn *c, char *buf, size_t len);
+
 /* The registry (lib/registry.c): transports in order of preference, NULL-terminated. */
 extern const struct weftTransportOps *const weftTransports[];
 

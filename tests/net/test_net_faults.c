@@ -7,16 +7,17 @@
  *   dead_peer    SIGKILL one rank in a loop of AllReduces: every survivor gets weftRemoteError
  *                within 2 s, naming the dead rank and its host;
  *   init_death   SIGKILL one rank 0-300 ms after the ranks get the unique id: every survivor
- *                gets an error without hanging, and where and when is printed;
- *                init_death/fast_remote_error (disabled: see its comment) asks what the issue
- *                asks, weftRemoteError within 2 s naming the rank and its host;
+ *                gets weftRemoteError within 2 s naming it, or, when it died before it
+ *                registered with the bootstrap root, weftTimeout "had not registered";
  *   stuck_peer   SIGSTOP one rank: the others get weftTimeout after WEFT_TIMEOUT_MS, naming
- *                whom they waited for and the operation, and the ranks waiting on it name it;
+ *                whom they waited for and the operation, and every survivor names it;
  *   abort        one rank stops calling, another aborts its communicator from a second thread
  *                while its collective is blocked: that call returns at once, the abort too, and
  *                the rest fail instead of waiting for the timeout;
  *   mismatch     one rank calls with another count, datatype or op: weftInvalidUsage on every
- *                rank, with both signatures (see allTcp).
+ *                rank, with both signatures (a tcp or shm close passes the first cause on);
+ *   recover      SIGKILL one rank in a loop; the survivors call weftCommRecover, agree that
+ *                it is gone, renumber in order and run 50 checked AllReduces on the result.
  * After each run every rank that returned has destroyed (or aborted) its communicator and
  * holds the descriptors and threads it had before init, and no weft segment of any rank (the
  * killed one included) is left in /dev/shm. Without root or
@@ -39,7 +40,7 @@
 #define GOOD_COUNT 100
 #define BIG_COUNT 200003 /* past a 512 KiB tcp slot: several pieces in flight */
 
-enum mode { MODE_LOOP, MODE_ABORT, MODE_MISMATCH };
+enum mode { MODE_LOOP, MODE_ABORT, MODE_MISMATCH, MODE_RECOVER };
 enum mismatchKind { MISMATCH_COUNT, MISMATCH_TYPE, MISMATCH_OP };
 enum phase { PHASE_FORKED, PHASE_INIT, PHASE_COLL, PHASE_CLEANUP };
 static const char *const phaseNames[] = {"before init", "in init", "in collectives", "after"};
@@ -56,6 +57,10 @@ struct rankReport {
   char host[64];
   char algo[16]; /* what the tuner (or WEFT_ALGO) runs for the loop's small calls */
   char msg[1024];
+  /* MODE_RECOVER: weftCommRecover's result and what the new communicator is */
+  volatile int recoverRc, newRank, newCount, nGone, gone[MAX_RANKS];
+  volatile int64_t recoveredMs;
+  volatile long itersAfter; /* good collectives on the new communicator */
 };
 
 /* One page shared by the test and its rank processes: the scenario, then the reports. */
@@ -189,6 +194,32 @@ static weftResult_t victimOfAbort(struct shared *sh, weftComm_t comm, struct ran
   return allReduceLoop(comm, me, rank, nranks, sh->stopAfter + 1);
 }
 
+/* After the loop failed: recover, then 50 checked AllReduces on the survivors' communicator,
+ * which replaces *comm. */
+static void recoverAndGoOn(weftComm_t *comm, struct rankReport *me) {
+  weftComm_t survivors = NULL;
+  int gone[MAX_RANKS], nGone = 0, rank = 0, count = 0;
+  me->recoverRc = weftCommRecover(*comm, &survivors, NULL, gone, &nGone);
+  me->recoveredMs = netnsNowMs();
+  if (me->recoverRc != weftSuccess) {
+    snprintf(me->msg, sizeof me->msg, "recover: %s", weftGetLastError(*comm));
+    return;
+  }
+  weftCommDestroy(*comm);
+  *comm = survivors;
+  weftCommUserRank(survivors, &rank);
+  weftCommCount(survivors, &count);
+  me->newRank = rank;
+  me->newCount = count;
+  me->nGone = nGone;
+  for (int i = 0; i < nGone && i < MAX_RANKS; i++) me->gone[i] = gone[i];
+  /* The loop's sizes follow its call count, which differs between survivors that failed at
+   * different calls: the new communicator starts from 0 on every rank. */
+  me->iters = 0;
+  me->rc = allReduceLoop(survivors, me, rank, count, 50);
+  me->itersAfter = me->iters;
+}
+
 /* Runs the scenario's collectives; *comm becomes NULL when it was aborted. */
 static void runCollectives(struct shared *sh, weftComm_t *comm, int rank, int nranks) {
   struct rankReport *me = &sh->r[rank];
@@ -202,6 +233,8 @@ static void runCollectives(struct shared *sh, weftComm_t *comm, int rank, int nr
     *comm = NULL;
   } else if (sh->mode == MODE_ABORT && rank == sh->victim) {
     victimOfAbort(sh, *comm, me, rank, nranks);
+  } else if (sh->mode == MODE_RECOVER) {
+    if (allReduceLoop(*comm, me, rank, nranks, -1) != weftSuccess) recoverAndGoOn(comm, me);
   } else {
     allReduceLoop(*comm, me, rank, nranks, -1);
   }
@@ -247,14 +280,6 @@ struct config {
 };
 static const struct config hosts3x1 = {3, 1, {"ring", "tree", NULL}, 3};
 static const struct config hosts2x2 = {2, 2, {"ring", "tree", "hier", NULL}, 4};
-
-/* Whether every link is tcp. A tcp close passes on the cause of a failure (tcp.h, close
- * records), so there every rank's message on a mismatch shows both signatures. A shm close
- * carries only a code (transports/shm): a rank that learns of a mismatch from a shm neighbour
- * says "mismatched" without them, so with ranks sharing a host the tests ask for the
- * signatures on at least one rank and print the others (docs/fault-tolerance.md, "Tests across
- * hosts"). */
-static int allTcp(const struct config *cfg) { return cfg->perHost == 1; }
 
 static struct netnsCluster cluster;
 static struct netnsJob job;
@@ -465,6 +490,52 @@ Test(dead_peer, tree_2x2, .timeout = 120, .fini = hostsDown) { deadPeer(&hosts2x
 Test(dead_peer, hier_2x2, .timeout = 120, .fini = hostsDown) { deadPeer(&hosts2x2, "hier", "dead_peer/hier_2x2"); }
 Test(dead_peer, tuner_2x2, .timeout = 120, .fini = hostsDown) { deadPeer(&hosts2x2, NULL, "dead_peer/tuner_2x2"); }
 
+/* ---- recover: SIGKILL in a loop, then weftCommRecover and go on ---- */
+
+/* The survivors agree that the victim is gone, renumber in order, and their new
+ * communicator computes right. */
+static void killAndRecover(const struct config *cfg, const char *algo, int rep) {
+  int n = cfg->hosts * cfg->perHost;
+  struct shared scenario = {.mode = MODE_RECOVER, .victim = pick(n)};
+  int delayMs = 20 + pick(300);
+  char what[96];
+  snprintf(what, sizeof what, "recover %s %dx%d rep %d: kill rank %d after %d ms", algoName(algo),
+           cfg->hosts, cfg->perHost, rep, scenario.victim, delayMs);
+  struct shared *sh = startJob(cfg, &scenario, algo, 20000);
+  cr_assert(awaitPhase(sh, n, -1, PHASE_COLL, 30000), "%s: not every rank initialized: %s", what,
+            sh->r[0].msg);
+  usleep((useconds_t)delayMs * 1000);
+  int64_t killedAt = netnsNowMs();
+  kill(job.pids[sh->victim], SIGKILL);
+  awaitDone(sh, n, sh->victim, 30000);
+  int64_t worst = 0;
+  for (int r = 0; r < n; r++) {
+    const struct rankReport *rep = &sh->r[r];
+    if (r == sh->victim) continue;
+    worst = rep->recoveredMs - killedAt > worst ? rep->recoveredMs - killedAt : worst;
+    cr_expect(rep->done, "%s: rank %d never returned", what, r);
+    cr_expect_eq(rep->recoverRc, weftSuccess, "%s: rank %d: %s", what, r, rep->msg);
+    cr_expect(rep->nGone == 1 && rep->gone[0] == sh->victim, "%s: rank %d says %d gone (first %d)",
+              what, r, rep->nGone, rep->gone[0]);
+    cr_expect(rep->newCount == n - 1 && rep->newRank == r - (r > sh->victim),
+              "%s: rank %d became rank %d of %d", what, r, rep->newRank, rep->newCount);
+    cr_expect(rep->rc == weftSuccess && rep->itersAfter == 50,
+              "%s: rank %d: %ld good calls after recovering: %s", what, r, rep->itersAfter, rep->msg);
+  }
+  fprintf(stderr, "%s: survivors recovered within %lld ms of the kill\n", what, (long long)worst);
+  finishJob(sh, what);
+}
+
+static void recoverAfterKill(const struct config *cfg, const char *algo, const char *test) {
+  hostsUp(cfg, test);
+  for (int rep = 0; rep < 3; rep++) killAndRecover(cfg, algo, rep);
+  expectHostsRemoved();
+}
+
+Test(recover, tuner_3x1, .timeout = 120, .fini = hostsDown) { recoverAfterKill(&hosts3x1, NULL, "recover/tuner_3x1"); }
+Test(recover, ring_2x2, .timeout = 120, .fini = hostsDown) { recoverAfterKill(&hosts2x2, "ring", "recover/ring_2x2"); }
+Test(recover, tuner_2x2, .timeout = 120, .fini = hostsDown) { recoverAfterKill(&hosts2x2, NULL, "recover/tuner_2x2"); }
+
 /* ---- init_death: SIGKILL 0-300 ms after the ranks get the unique id ---- */
 
 #define INIT_TIMEOUT_MS 4000 /* long enough that a failure at the timeout shows as one */
@@ -506,9 +577,11 @@ static void printInitOutcome(const char *what, const struct shared *sh, int n, i
   }
 }
 
-/* Every survivor fails instead of hanging (at the latest when the timeout ends init) and
- * keeps nothing: no descriptor, thread or mapping; no segment is left in /dev/shm, not even
- * one the victim made and nobody mapped (a survivor's failed init sweeps those). */
+/* Every survivor fails instead of hanging and keeps nothing: no descriptor, thread or mapping;
+ * no segment is left in /dev/shm, not even one the victim made and nobody mapped (a
+ * survivor's failed init sweeps those). Once the victim had registered with the bootstrap
+ * root, that is weftRemoteError within 2 s naming it; before (killed at once), a dead rank
+ * cannot be told from a slow one, and the survivors time out with "had not registered". */
 static void initDeath(const struct config *cfg, const char *test) {
   hostsUp(cfg, test);
   int n = cfg->hosts * cfg->perHost;
@@ -522,8 +595,18 @@ static void initDeath(const struct config *cfg, const char *test) {
       if (r == sh->victim) continue;
       cr_expect(rp->done, "%s: rank %d never returned", what, r);
       cr_expect(rp->rc != weftSuccess, "%s: rank %d reports success", what, r);
-      cr_expect_lt(rp->atMs - killedAt, INIT_TIMEOUT_MS + 3000, "%s: rank %d took %lld ms", what,
-                   r, (long long)(rp->atMs - killedAt));
+      if (rp->rc == weftTimeout) {
+        cr_expect(strstr(rp->msg, "had not registered") != NULL,
+                  "%s: rank %d timed out, not for an unregistered rank: %s", what, r, rp->msg);
+        cr_expect_lt(rp->atMs - killedAt, INIT_TIMEOUT_MS + 3000, "%s: rank %d took %lld ms",
+                     what, r, (long long)(rp->atMs - killedAt));
+      } else {
+        cr_expect_eq(rp->rc, weftRemoteError, "%s: rank %d got %d: %s", what, r, rp->rc, rp->msg);
+        cr_expect_lt(rp->atMs - killedAt, 2000, "%s: rank %d took %lld ms", what, r,
+                     (long long)(rp->atMs - killedAt));
+        cr_expect(namesRank(cfg, sh, r, sh->victim), "%s: rank %d does not name rank %d: %s",
+                  what, r, sh->victim, rp->msg);
+      }
     }
     finishJob(sh, what);
   }
@@ -532,40 +615,6 @@ static void initDeath(const struct config *cfg, const char *test) {
 
 Test(init_death, any_error_3x1, .timeout = 120, .fini = hostsDown) { initDeath(&hosts3x1, "init_death/any_error_3x1"); }
 Test(init_death, any_error_2x2, .timeout = 120, .fini = hostsDown) { initDeath(&hosts2x2, "init_death/any_error_2x2"); }
-
-/* What the issue asks of a death at any point of init: weftRemoteError on every survivor
- * within 2 s, naming the dead rank and its host, and nothing left in /dev/shm. Disabled for
- * one gap of lib/bootstrap.c (docs/fault-tolerance.md, "A rank that dies during init" and
- * "Tests across hosts"): a rank killed before it registered with the bootstrap root (0-2 ms
- * after the ranks get the id, before or just as it calls weftCommInitRank) cannot be told from
- * a slow one, so every survivor returns weftTimeout at WEFT_TIMEOUT_MS ("1 of 4 ranks had not
- * registered"), without its name. Killed later in init, every survivor fails within 30-300 ms
- * naming it, and this test passes. */
-static void initDeathFast(const struct config *cfg, int rep) {
-  int n = cfg->hosts * cfg->perHost;
-  char what[192];
-  int64_t killedAt;
-  struct shared *sh = killInInit(cfg, cfg->algos[rep % cfg->nalgos], rep, what, sizeof what, &killedAt);
-  printInitOutcome(what, sh, n, killedAt);
-  for (int r = 0; r < n; r++) {
-    const struct rankReport *rp = &sh->r[r];
-    if (r == sh->victim) continue;
-    cr_expect_eq(rp->rc, weftRemoteError, "%s: rank %d got %d: %s", what, r, rp->rc, rp->msg);
-    cr_expect_lt(rp->atMs - killedAt, 2000, "%s: rank %d took %lld ms", what, r,
-                 (long long)(rp->atMs - killedAt));
-  }
-  expectNamesVictim(cfg, sh, what);
-  finishJob(sh, what);
-}
-
-Test(init_death, fast_remote_error, .timeout = 120, .fini = hostsDown, .disabled = true) {
-  hostsUp(&hosts3x1, "init_death/fast_remote_error 3x1");
-  for (int rep = 0; rep < 3; rep++) initDeathFast(&hosts3x1, rep);
-  expectHostsRemoved();
-  hostsUp(&hosts2x2, "init_death/fast_remote_error 2x2");
-  for (int rep = 0; rep < 3; rep++) initDeathFast(&hosts2x2, rep);
-  expectHostsRemoved();
-}
 
 /* ---- stuck_peer: SIGSTOP ---- */
 
@@ -590,7 +639,6 @@ static void stopInLoop(const struct config *cfg, const char *algo, int rep) {
   awaitDone(sh, n, sh->victim, 10000);
   char needle[32];
   snprintf(needle, sizeof needle, "rank %d ", sh->victim);
-  int naming = 0;
   for (int r = 0; r < n; r++) {
     const struct rankReport *rp = &sh->r[r];
     if (r == sh->victim) continue;
@@ -605,9 +653,9 @@ static void stopInLoop(const struct config *cfg, const char *algo, int rep) {
     cr_expect(waited != NULL && strstr(waited, " rank ") && strstr(rp->msg, op),
               "%s: rank %d's message names no rank it waited for, or not its %s: %s", what, r, op,
               rp->msg);
-    naming += strstr(rp->msg, needle) != NULL;
+    cr_expect(strstr(rp->msg, needle) != NULL, "%s: rank %d does not name rank %d: %s", what, r,
+              sh->victim, rp->msg);
   }
-  cr_expect_gt(naming, 0, "%s: no survivor names rank %d", what, sh->victim);
   if (verbose()) printOutcome(what, sh, n, stoppedAt);
   finishJob(sh, what);
 }
@@ -698,14 +746,10 @@ static void mismatchOnce(const struct config *cfg, const char *algo, int kind, i
     cr_expect(rp->done, "%s: rank %d never returned", what, r);
     cr_expect_eq(rp->rc, weftInvalidUsage, "%s: rank %d got %d: %s", what, r, rp->rc, rp->msg);
     cr_expect(strstr(rp->msg, "mismatched") != NULL, "%s: rank %d: %s", what, r, rp->msg);
-    if (allTcp(cfg)) /* see allTcp: a shm close says "mismatch", not the signatures */
-      cr_expect(shows, "%s: rank %d's message lacks \"%s\" or \"%s\": %s", what, r, good, odd,
-                rp->msg);
-    else if (!shows)
-      fprintf(stderr, "  %s: rank %d learnt it through shm, without the signatures: %.200s\n",
-              what, r, rp->msg);
+    cr_expect(shows, "%s: rank %d's message lacks \"%s\" or \"%s\": %s", what, r, good, odd,
+              rp->msg);
   }
-  cr_expect_gt(both, 0, "%s: no rank shows both signatures", what);
+  cr_expect_eq(both, n, "%s: %d of %d ranks show both signatures", what, both, n);
   cr_expect_lt(netnsNowMs() - start, 10000, "%s: took %lld ms", what, (long long)(netnsNowMs() - start));
   finishJob(sh, what);
 }

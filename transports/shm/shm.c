@@ -21,13 +21,15 @@
 #include "transport.h"
 
 #define SHM_MAX_SLOTS 64
+#define SHM_CAUSE_BYTES 400
 
 struct shmFifo {
   _Alignas(64) _Atomic uint64_t head;
   _Alignas(64) _Atomic uint64_t tail;
   _Alignas(64) uint64_t sizes[SHM_MAX_SLOTS]; /* bytes of each posted slot, set before head */
   _Atomic int32_t pid[2];    /* [dir]: the process of each side, to notice it died */
-  _Atomic int32_t closed[2]; /* [dir]: that side closed the connection */
+  _Atomic int32_t closed[2]; /* [dir]: that side closed the connection (1 + reason) */
+  char cause[2][SHM_CAUSE_BYTES]; /* [dir]: why, written before closed (weftConnCloseCause) */
 };
 
 /* A side that finds the FIFO empty (or full) this many times in a row looks whether its peer
@@ -57,6 +59,7 @@ int weftShmParseBlob(const void *blob, char name[WEFT_SHM_NAME_BYTES], uint64_t 
 }
 
 struct shmState {
+  struct weftComm *comm; /* for the cause of a close */
   size_t slotBytes;
   uint32_t nslots;
 };
@@ -90,7 +93,6 @@ static int shmQuery(char *why, size_t len) {
 }
 
 static weftResult_t shmInit(struct weftComm *comm, void **state) {
-  (void)comm;
   int64_t slotBytes = weftParamShmSlotBytes(), nslots = weftParamShmSlots();
   if (slotBytes < 4096 || slotBytes % 64 != 0 || nslots < 2 || nslots > SHM_MAX_SLOTS)
     return weftSetError(weftInvalidArgument,
@@ -99,6 +101,7 @@ static weftResult_t shmInit(struct weftComm *comm, void **state) {
                         (long long)slotBytes, (long long)nslots, SHM_MAX_SLOTS);
   struct shmState *s = calloc(1, sizeof *s);
   if (s == NULL) return weftSetError(weftSystemError, "out of memory");
+  s->comm = comm;
   s->slotBytes = (size_t)slotBytes;
   s->nslots = (uint32_t)nslots;
   *state = s;
@@ -179,10 +182,14 @@ static weftResult_t shmCheckPeer(struct weftConn *c) {
   struct shmConn *sc = c->priv;
   int other = c->dir == WEFT_DIR_SEND ? WEFT_DIR_RECV : WEFT_DIR_SEND;
   int32_t closed = atomic_load_explicit(&sc->fifo->closed[other], memory_order_acquire);
-  if (closed - 1 == weftInvalidUsage)
-    return weftSetError(weftInvalidUsage,
-                        "shm: rank %d closed the connection after finding mismatched collectives "
-                        "(see its message)", c->peer);
+  if (closed > 1) { /* after a failure of its own, which it wrote down */
+    char cause[SHM_CAUSE_BYTES];
+    memcpy(cause, sc->fifo->cause[other], sizeof cause);
+    cause[sizeof cause - 1] = '\0';
+    weftResult_t rc = closed - 1 == weftInvalidUsage || closed - 1 == weftTimeout
+                          ? (weftResult_t)(closed - 1) : weftRemoteError;
+    return weftSetError(rc, "shm: rank %d%s%s", c->peer, WEFT_CAUSE_MARK, cause);
+  }
   if (closed)
     return weftSetError(weftRemoteError, "shm: rank %d closed its %s side of the connection",
                         c->peer, other == WEFT_DIR_SEND ? "sending" : "receiving");
@@ -245,8 +252,12 @@ static weftResult_t shmClose(struct weftConn *c) {
   struct shmConn *sc = c->priv;
   if (sc == NULL) return weftSuccess;
   if (sc->named) weftShmUnlink(sc->name);
-  if (sc->fifo != NULL)
-    atomic_store_explicit(&sc->fifo->closed[c->dir], 1 + c->closeReason, memory_order_release);
+  if (sc->fifo != NULL) {
+    const struct shmState *s = c->state;
+    char *cause = sc->fifo->cause[c->dir];
+    int reason = weftConnCloseCause(s->comm, c, cause, SHM_CAUSE_BYTES);
+    atomic_store_explicit(&sc->fifo->closed[c->dir], 1 + reason, memory_order_release);
+  }
   weftShmUnmap(sc->fifo, sc->mapBytes);
   free(sc);
   c->priv = NULL;

@@ -371,33 +371,13 @@ static weftResult_t tcpRecvDone(struct weftConn *c) {
 
 /* ---- Teardown ---- */
 
-/* The first cause in a message that may pass on a peer's (tcp.h, TCP_CAUSE_MARK). */
-static const char *tcpOrigin(const char *why) {
-  const char *origin = why;
-  for (const char *p = strstr(why, TCP_CAUSE_MARK); p != NULL; p = strstr(p + 1, TCP_CAUSE_MARK))
-    origin = p + strlen(TCP_CAUSE_MARK);
-  return origin;
-}
-
-/* Why this side closes, as a close record for the peer: an abort, or the failure of a
- * collective. 0 for an orderly close (destroy after success, a failed init): nothing to say. */
+/* Why this side closes, as a close record for the peer (weftConnCloseCause); 0 for an
+ * orderly close. */
 static int tcpCloseCause(const struct tcpState *s, const struct weftConn *c, struct tcpRecord *r) {
-  struct weftComm *comm = s->comm;
-  if (weftCommAborted(comm)) {
-    char note[96];
-    snprintf(note, sizeof note, "rank %d aborted its communicator (weftCommAbort)", s->rank);
-    weftTcpRecordEncode(r, weftRemoteError, note);
-    return 1;
-  }
-  int err = atomic_load(&comm->asyncError);
-  if (err == weftSuccess || err == weftInProgress) return 0;
-  /* weftCommFail closes the links as soon as a collective fails, when the failure is still
-   * this thread's last error; after a timeout they stay until destroy, and the message is the
-   * communicator's by then. */
-  const char *why = err == weftTimeout ? comm->lastError : weftThreadLastError();
-  if (*why == '\0') why = weftGetErrorString((weftResult_t)err);
-  uint32_t reason = c->closeReason == weftInvalidUsage ? weftInvalidUsage : (uint32_t)err;
-  weftTcpRecordEncode(r, reason, tcpOrigin(why));
+  char note[TCP_NOTE_BYTES + 1];
+  int reason = weftConnCloseCause(s->comm, c, note, sizeof note);
+  if (reason == 0) return 0;
+  weftTcpRecordEncode(r, (uint32_t)reason, note);
   return 1;
 }
 

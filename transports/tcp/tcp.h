@@ -42,7 +42,7 @@
 #define TCP_RECORD_BAD (-100) /* weftTcpRecordRecv: the bytes are not a close record */
 /* How a message built from a peer's record introduces the cause it carries; a rank passing a
  * cause on sends only what follows the last one, so the note never nests. */
-#define TCP_CAUSE_MARK " closed the connection after its own failure: "
+#define TCP_CAUSE_MARK WEFT_CAUSE_MARK
 
 /* What both ends of a connection must agree on; carried by both blobs and every hello. */
 struct tcpShape {
