@@ -106,6 +106,9 @@ struct weftComm {
    * where each rank was last heard of (operation and signature, 2 per rank, allocated at the
    * first lasting wait), and whether a mismatch note went on. */
   uint64_t watchSentSeq, *watchSeen;
+  uint32_t watchSentWait, watchWaitFor; /* 1 + the rank a lasting wait waits for, 0: none */
+  uint64_t watchBeat;   /* notes this rank sent about itself */
+  int64_t watchSentMs;  /* when the last one went */
   int watchRelayed;
   int initDone; /* the bootstrap ring is free for notes only once init no longer uses it */
 };
@@ -124,7 +127,7 @@ weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc);
 /* Across hosts, a wait that lasts tells rank+1 its collective's signature and compares
  * rank-1's (lib/sigwatch.c): weftInvalidUsage on a mismatch. Called with the algorithms'
  * watch; never blocks. */
-weftResult_t weftSigWatch(struct weftComm *comm);
+weftResult_t weftSigWatch(struct weftComm *comm, int peer);
 /* A signature note as it travels (parsers of bytes from another process, exposed for
  * tests/fuzz): decode is 0 for a well-formed note; describe prints a signature (count << 16 |
  * type << 8 | op) whatever its fields hold. */
@@ -139,7 +142,8 @@ void weftSigDescribe(uint64_t sig, char *buf, size_t len);
 /* Passes a mismatch found some other way (a slot's signature trailer) around the ring too. */
 void weftSigWatchAnnounce(struct weftComm *comm, int rankA, uint64_t sigA, int rankB,
                           uint64_t sigB);
-/* For a collective that timed out: names the ranks no note has shown at this operation. */
+/* For a collective that timed out: the chain of waits the notes show, from this rank to the
+ * one not at this operation. */
 weftResult_t weftSigWatchOnTimeout(struct weftComm *comm, weftResult_t rc);
 /* For a collective that failed with rc: a remote error becomes weftInvalidUsage when a
  * mismatch note for this operation arrives within a short wait. */

@@ -75,9 +75,22 @@ static int active(const struct weftComm *comm) {
   return comm->initDone && comm->boot != NULL && comm->nranks > 1;
 }
 
-/* Where each rank was last heard of: [2r] its operation, [2r+1] that operation's signature. */
+/* Where each rank was last heard of: its operation, that operation's signature, 1 + the rank it
+ * was waiting for (0: not said), the number of its note (each rank counts its own), and when
+ * (this rank's CLOCK_MONOTONIC ms) that news arrived. */
+#define SEEN_FIELDS 5
+#define SEEN_SEQ(r) (SEEN_FIELDS * (size_t)(r))
+#define SEEN_SIG(r) (SEEN_FIELDS * (size_t)(r) + 1)
+#define SEEN_WAIT(r) (SEEN_FIELDS * (size_t)(r) + 2)
+#define SEEN_BEAT(r) (SEEN_FIELDS * (size_t)(r) + 3)
+#define SEEN_WHEN(r) (SEEN_FIELDS * (size_t)(r) + 4)
+/* A waiting rank says again where it is this often, so that news older than NOTE_STALE_MS at
+ * a timeout is of a rank that stopped saying it (stopped, or busy elsewhere). */
+#define NOTE_BEAT_MS 250
+#define NOTE_STALE_MS 1000
 static uint64_t *seenTable(struct weftComm *comm) {
-  if (comm->watchSeen == NULL) comm->watchSeen = calloc(2 * (size_t)comm->nranks, sizeof(uint64_t));
+  if (comm->watchSeen == NULL)
+    comm->watchSeen = calloc(SEEN_FIELDS * (size_t)comm->nranks, sizeof(uint64_t));
   return comm->watchSeen;
 }
 
@@ -101,9 +114,15 @@ static weftResult_t relayMismatch(struct weftComm *comm, const struct note *n, i
 static weftResult_t takeNote(struct weftComm *comm, const struct note *n, int from) {
   if (n->kind == NOTE_MISMATCH) return n->seq == comm->opSig[0] ? relayMismatch(comm, n, from) : weftSuccess;
   uint64_t *seen = seenTable(comm);
-  if (seen == NULL || n->rankA >= (uint32_t)comm->nranks || n->seq <= seen[2 * n->rankA]) return weftSuccess;
-  seen[2 * n->rankA] = n->seq;
-  seen[2 * n->rankA + 1] = n->sigA;
+  uint32_t r = n->rankA;
+  if (seen == NULL || r >= (uint32_t)comm->nranks || r == (uint32_t)comm->rank ||
+      n->sigB <= seen[SEEN_BEAT(r)])
+    return weftSuccess; /* old news: it came the other way round too */
+  seen[SEEN_SEQ(r)] = n->seq;
+  seen[SEEN_SIG(r)] = n->sigA;
+  seen[SEEN_WAIT(r)] = n->rankB <= (uint32_t)comm->nranks ? n->rankB : 0;
+  seen[SEEN_BEAT(r)] = n->sigB;
+  seen[SEEN_WHEN(r)] = (uint64_t)weftNowMs();
   sendOn(comm, n, from);
   return weftSuccess;
 }
@@ -127,20 +146,26 @@ static weftResult_t compareSeen(struct weftComm *comm) {
   const uint64_t *seen = comm->watchSeen;
   uint64_t seq = comm->opSig[0], sig = comm->opSig[1];
   for (int r = 0; seen != NULL && r < comm->nranks; r++) {
-    if (r == comm->rank || seen[2 * r] != seq || seen[2 * r + 1] == sig) continue;
-    struct note n = {NOTE_MISMATCH, seq, (uint32_t)r, (uint32_t)comm->rank, seen[2 * r + 1], sig};
+    if (r == comm->rank || seen[SEEN_SEQ(r)] != seq || seen[SEEN_SIG(r)] == sig) continue;
+    struct note n = {NOTE_MISMATCH, seq, (uint32_t)r, (uint32_t)comm->rank, seen[SEEN_SIG(r)], sig};
     return relayMismatch(comm, &n, -1);
   }
   return weftSuccess;
 }
 
-weftResult_t weftSigWatch(struct weftComm *comm) {
+weftResult_t weftSigWatch(struct weftComm *comm, int peer) {
   if (!active(comm)) return weftSuccess;
   uint64_t seq = comm->opSig[0], sig = comm->opSig[1];
-  if (comm->watchSentSeq != seq) {
-    struct note at = {NOTE_AT, seq, (uint32_t)comm->rank, 0, sig, 0};
+  uint32_t waitFor = peer >= 0 && peer < comm->nranks ? (uint32_t)peer + 1 : 0;
+  comm->watchWaitFor = waitFor;
+  int64_t now = weftNowMs();
+  if (comm->watchSentSeq != seq || comm->watchSentWait != waitFor ||
+      now - comm->watchSentMs >= NOTE_BEAT_MS) {
+    struct note at = {NOTE_AT, seq, (uint32_t)comm->rank, waitFor, sig, ++comm->watchBeat};
     sendOn(comm, &at, -1);
     comm->watchSentSeq = seq;
+    comm->watchSentWait = waitFor;
+    comm->watchSentMs = now;
   }
   int open;
   WEFTCHECK(readNotes(comm, &open));
@@ -171,30 +196,43 @@ weftResult_t weftSigWatchOnFailure(struct weftComm *comm, weftResult_t rc) {
   return rc;
 }
 
+/* "rank 0 waits for rank 2, which waits for rank 1 (not heard from)": the chain of waits from
+ * this rank as the notes tell it, up to a rank that has gone silent or was never heard of (or
+ * back to this rank: a cycle of waits). */
+static int describeWaitChain(const struct weftComm *comm, char *buf, size_t len) {
+  const uint64_t *seen = comm->watchSeen;
+  uint64_t seq = comm->opSig[0];
+  int n = snprintf(buf, len, "rank %d", comm->rank);
+  uint32_t next = comm->watchWaitFor;
+  int64_t now = weftNowMs();
+  for (int hops = 0; next > 0 && hops < comm->nranks && n > 0 && (size_t)n < len; hops++) {
+    int r = (int)next - 1;
+    uint64_t at = seen[SEEN_SEQ(r)];
+    long long age = (long long)(now - (int64_t)seen[SEEN_WHEN(r)]);
+    int stale = at == 0 || age > NOTE_STALE_MS;
+    char where[96] = "";
+    if (at == 0)
+      snprintf(where, sizeof where, " (not heard from)");
+    else if (stale) /* it stopped saying where it is: stopped, or busy outside weft */
+      snprintf(where, sizeof where, " (silent for %lld ms, last at operation %llu)", age,
+               (unsigned long long)at);
+    else if (at != seq)
+      snprintf(where, sizeof where, " (at operation %llu)", (unsigned long long)at);
+    n += snprintf(buf + n, len - (size_t)n, "%s rank %d%s", hops ? ", which waits for" : " waits for",
+                  r, r == comm->rank ? " (a cycle of waits)" : where);
+    if (r == comm->rank || stale) break;
+    next = (uint32_t)seen[SEEN_WAIT(r)];
+  }
+  return n > 0 && (size_t)n < len;
+}
+
 weftResult_t weftSigWatchOnTimeout(struct weftComm *comm, weftResult_t rc) {
   int open;
   if (!active(comm) || weftCommAborted(comm) || readNotes(comm, &open) != weftSuccess ||
-      comm->watchSeen == NULL)
+      comm->watchSeen == NULL || comm->watchWaitFor == 0)
     return rc;
-  char late[512] = "";
-  size_t o = 0;
-  int nlate = 0, nheard = 0;
-  uint64_t seq = comm->opSig[0];
-  for (int r = 0; r < comm->nranks; r++) {
-    uint64_t at = comm->watchSeen[2 * r];
-    if (r == comm->rank || at == seq) {
-      nheard += r != comm->rank;
-      continue;
-    }
-    if (o < sizeof late)
-      o += (size_t)snprintf(late + o, sizeof late - o, "%srank %d (%s)", nlate ? ", " : "", r,
-                            at == 0 ? "not heard from" : "last heard at an earlier operation");
-    nlate++;
-  }
-  if (nlate == 0 || nheard == 0) return rc; /* all here (a deadlock elsewhere), or no news */
-  char was[1024];
+  char chain[512], was[1024];
+  if (!describeWaitChain(comm, chain, sizeof chain)) return rc;
   snprintf(was, sizeof was, "%s", weftThreadLastError());
-  return weftSetError(rc, "%s; ranks not known to have reached operation %llu (the others "
-                          "announced it over the bootstrap ring): %s",
-                      was, (unsigned long long)seq, late);
+  return weftSetError(rc, "%s; the chain of waits, from the notes of waiting ranks: %s", was, chain);
 }
