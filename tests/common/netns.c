@@ -129,8 +129,10 @@ int netnsClusterUp(struct netnsCluster *c, int hosts, char *why, size_t len) {
     say(why, len, "cluster.sh %s: exit %d: %.300s", args, rc, err);
     return NETNS_ERROR;
   }
-  snprintf(c->bridge, sizeof c->bridge, "%s-br", c->prefix);
-  for (int i = 0; i < hosts; i++) snprintf(c->ns[i], NETNS_NAME_MAX, "%s-h%d", c->prefix, i + 1);
+  char prefix[sizeof c->prefix]; /* a copy: the names are written into the same struct */
+  memcpy(prefix, c->prefix, sizeof prefix);
+  snprintf(c->bridge, sizeof c->bridge, "%s-br", prefix);
+  for (int i = 0; i < hosts; i++) snprintf(c->ns[i], NETNS_NAME_MAX, "%s-h%d", prefix, i + 1);
   return 0;
 }
 
