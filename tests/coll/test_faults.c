@@ -300,16 +300,6 @@ static void *initThread(void *p) {
   return NULL;
 }
 
-/* Regions of this process that map a weft shared-memory segment. */
-static int countWeftMappings(void) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  if (f == NULL) return -1;
-  char line[512];
-  int n = 0;
-  while (fgets(line, sizeof line, f)) n += strstr(line, "/dev/shm/weft") != NULL;
-  fclose(f);
-  return n;
-}
 
 /* nranks communicators of one id, initialized by as many threads (blocking or not). */
 static void initThreads(struct threadRank *t, int nranks, int blocking) {

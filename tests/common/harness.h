@@ -44,6 +44,8 @@ long collMatrixBody(weftComm_t comm, int rank, int nranks, void *arg);
 /* Shared-memory segments whose name starts with /dev/shm/weft. */
 int countWeftShmSegments(void);
 int countOpenFds(void);
+/* Regions of this process that map a weft shared-memory segment. */
+int countWeftMappings(void);
 /* Threads of this process; regions in its address space (/proc/self/maps lines); its resident
  * set in KiB (VmRSS). -1 when /proc cannot be read. */
 int countThreads(void);

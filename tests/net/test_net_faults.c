@@ -75,24 +75,6 @@ struct shared {
 
 /* ---- what a rank process does ---- */
 
-static int threadCount(void) {
-  DIR *d = opendir("/proc/self/task");
-  if (d == NULL) return -1;
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
-  closedir(d);
-  return n;
-}
-
-static int countWeftMappings(void) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  if (f == NULL) return -1;
-  char line[512];
-  int n = 0;
-  while (fgets(line, sizeof line, f)) n += strstr(line, "/dev/shm/weft") != NULL;
-  fclose(f);
-  return n;
-}
 
 static void report(struct rankReport *me, weftResult_t rc) {
   me->atMs = netnsNowMs();
@@ -245,7 +227,7 @@ static int rankMain(int rank, int nranks, weftUniqueId id, void *arg) {
   struct rankReport *me = &sh->r[rank];
   gethostname(me->host, sizeof me->host - 1);
   me->fdsBefore = countOpenFds();
-  me->threadsBefore = threadCount();
+  me->threadsBefore = countThreads();
   me->initStartMs = netnsNowMs();
   me->phase = PHASE_INIT;
   weftComm_t comm = NULL;
@@ -264,7 +246,7 @@ static int rankMain(int rank, int nranks, weftUniqueId id, void *arg) {
     if (r != sh->victim) waitFlag(&sh->r[r].returned, 10000);
   if (comm != NULL) weftCommDestroy(comm);
   me->fdsAfter = countOpenFds();
-  me->threadsAfter = threadCount();
+  me->threadsAfter = countThreads();
   me->mapsAfter = countWeftMappings();
   me->done = 1;
   waitFlag(&sh->release, 60000);
