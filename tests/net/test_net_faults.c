@@ -17,7 +17,8 @@
  *   mismatch     one rank calls with another count, datatype or op: weftInvalidUsage on every
  *                rank, with both signatures (a tcp or shm close passes the first cause on);
  *   recover      SIGKILL one rank in a loop; the survivors call weftCommRecover, agree that
- *                it is gone, renumber in order and run 50 checked AllReduces on the result.
+ *                it is gone, renumber in order and run 50 checked AllReduces on the result;
+ *   shrink       the same with weftCommShrink(WEFT_SHRINK_ABORT) excluding the dead rank.
  * After each run every rank that returned has destroyed (or aborted) its communicator and
  * holds the descriptors and threads it had before init, and no weft segment of any rank (the
  * killed one included) is left in /dev/shm. Without root or
@@ -40,7 +41,7 @@
 #define GOOD_COUNT 100
 #define BIG_COUNT 200003 /* past a 512 KiB tcp slot: several pieces in flight */
 
-enum mode { MODE_LOOP, MODE_ABORT, MODE_MISMATCH, MODE_RECOVER };
+enum mode { MODE_LOOP, MODE_ABORT, MODE_MISMATCH, MODE_RECOVER, MODE_SHRINK };
 enum mismatchKind { MISMATCH_COUNT, MISMATCH_TYPE, MISMATCH_OP };
 enum phase { PHASE_FORKED, PHASE_INIT, PHASE_COLL, PHASE_CLEANUP };
 static const char *const phaseNames[] = {"before init", "in init", "in collectives", "after"};
@@ -178,10 +179,13 @@ static weftResult_t victimOfAbort(struct shared *sh, weftComm_t comm, struct ran
 
 /* After the loop failed: recover, then 50 checked AllReduces on the survivors' communicator,
  * which replaces *comm. */
-static void recoverAndGoOn(weftComm_t *comm, struct rankReport *me) {
+static void recoverAndGoOn(weftComm_t *comm, struct rankReport *me, int mode, int victim) {
   weftComm_t survivors = NULL;
-  int gone[MAX_RANKS], nGone = 0, rank = 0, count = 0;
-  me->recoverRc = weftCommRecover(*comm, &survivors, NULL, gone, &nGone);
+  int gone[MAX_RANKS] = {victim}, nGone = 1, rank = 0, count = 0;
+  if (mode == MODE_SHRINK) /* the application knows who died (its launcher told it, say) */
+    me->recoverRc = weftCommShrink(*comm, gone, 1, &survivors, NULL, WEFT_SHRINK_ABORT);
+  else
+    me->recoverRc = weftCommRecover(*comm, &survivors, NULL, gone, &nGone);
   me->recoveredMs = netnsNowMs();
   if (me->recoverRc != weftSuccess) {
     snprintf(me->msg, sizeof me->msg, "recover: %s", weftGetLastError(*comm));
@@ -215,8 +219,9 @@ static void runCollectives(struct shared *sh, weftComm_t *comm, int rank, int nr
     *comm = NULL;
   } else if (sh->mode == MODE_ABORT && rank == sh->victim) {
     victimOfAbort(sh, *comm, me, rank, nranks);
-  } else if (sh->mode == MODE_RECOVER) {
-    if (allReduceLoop(*comm, me, rank, nranks, -1) != weftSuccess) recoverAndGoOn(comm, me);
+  } else if (sh->mode == MODE_RECOVER || sh->mode == MODE_SHRINK) {
+    if (allReduceLoop(*comm, me, rank, nranks, -1) != weftSuccess)
+      recoverAndGoOn(comm, me, sh->mode, sh->victim);
   } else {
     allReduceLoop(*comm, me, rank, nranks, -1);
   }
@@ -476,13 +481,14 @@ Test(dead_peer, tuner_2x2, .timeout = 120, .fini = hostsDown) { deadPeer(&hosts2
 
 /* The survivors agree that the victim is gone, renumber in order, and their new
  * communicator computes right. */
-static void killAndRecover(const struct config *cfg, const char *algo, int rep) {
+static void killAndRecover(const struct config *cfg, const char *algo, int rep, int mode) {
   int n = cfg->hosts * cfg->perHost;
-  struct shared scenario = {.mode = MODE_RECOVER, .victim = pick(n)};
+  struct shared scenario = {.mode = mode, .victim = pick(n)};
   int delayMs = 20 + pick(300);
   char what[96];
-  snprintf(what, sizeof what, "recover %s %dx%d rep %d: kill rank %d after %d ms", algoName(algo),
-           cfg->hosts, cfg->perHost, rep, scenario.victim, delayMs);
+  snprintf(what, sizeof what, "%s %s %dx%d rep %d: kill rank %d after %d ms",
+           mode == MODE_SHRINK ? "shrink" : "recover", algoName(algo), cfg->hosts, cfg->perHost,
+           rep, scenario.victim, delayMs);
   struct shared *sh = startJob(cfg, &scenario, algo, 20000);
   cr_assert(awaitPhase(sh, n, -1, PHASE_COLL, 30000), "%s: not every rank initialized: %s", what,
             sh->r[0].msg);
@@ -508,15 +514,17 @@ static void killAndRecover(const struct config *cfg, const char *algo, int rep) 
   finishJob(sh, what);
 }
 
-static void recoverAfterKill(const struct config *cfg, const char *algo, const char *test) {
+static void recoverAfterKill(const struct config *cfg, const char *algo, const char *test, int mode) {
   hostsUp(cfg, test);
-  for (int rep = 0; rep < 3; rep++) killAndRecover(cfg, algo, rep);
+  for (int rep = 0; rep < 3; rep++) killAndRecover(cfg, algo, rep, mode);
   expectHostsRemoved();
 }
 
-Test(recover, tuner_3x1, .timeout = 120, .fini = hostsDown) { recoverAfterKill(&hosts3x1, NULL, "recover/tuner_3x1"); }
-Test(recover, ring_2x2, .timeout = 120, .fini = hostsDown) { recoverAfterKill(&hosts2x2, "ring", "recover/ring_2x2"); }
-Test(recover, tuner_2x2, .timeout = 120, .fini = hostsDown) { recoverAfterKill(&hosts2x2, NULL, "recover/tuner_2x2"); }
+Test(recover, tuner_3x1, .timeout = 120, .fini = hostsDown) { recoverAfterKill(&hosts3x1, NULL, "recover/tuner_3x1", MODE_RECOVER); }
+Test(recover, ring_2x2, .timeout = 120, .fini = hostsDown) { recoverAfterKill(&hosts2x2, "ring", "recover/ring_2x2", MODE_RECOVER); }
+Test(recover, tuner_2x2, .timeout = 120, .fini = hostsDown) { recoverAfterKill(&hosts2x2, NULL, "recover/tuner_2x2", MODE_RECOVER); }
+Test(shrink, tuner_3x1, .timeout = 120, .fini = hostsDown) { recoverAfterKill(&hosts3x1, NULL, "shrink/tuner_3x1", MODE_SHRINK); }
+Test(shrink, tuner_2x2, .timeout = 120, .fini = hostsDown) { recoverAfterKill(&hosts2x2, NULL, "shrink/tuner_2x2", MODE_SHRINK); }
 
 /* ---- init_death: SIGKILL 0-300 ms after the ranks get the unique id ---- */
 
