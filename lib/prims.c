@@ -76,7 +76,7 @@ weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer) {
     for (int a = 0; weftAlgos[a] != NULL; a++)
       if (weftAlgos[a]->watch != NULL && comm->algoState[a] != NULL)
         WEFTCHECK(weftAlgos[a]->watch(comm->algoState[a], comm));
-    WEFTCHECK(weftSigWatch(comm));
+    WEFTCHECK(weftSigWatch(comm, peer));
   }
   if (now > w->deadlineMs)
     return weftSetError(weftTimeout,
