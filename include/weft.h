@@ -97,8 +97,12 @@ typedef struct {
  * Non-blocking (config->blocking == 0): *comm is set and weftInProgress returned at once; the
  * communicator is usable for collectives once weftCommGetAsyncError reports weftSuccess. While
  * init is in progress only weftCommGetAsyncError, weftCommAbort and weftCommDestroy (which waits
- * for init to end) may be called. Collectives on a non-blocking communicator run synchronously
- * and return their result like on a blocking one. */
+ * for init to end) may be called. Collectives on a non-blocking communicator return
+ * weftInProgress at once and run in the background, one at a time as in NCCL's non-blocking
+ * mode: poll weftCommGetAsyncError until it reports weftSuccess (recvbuff then holds the
+ * result) or an error before the next call on the communicator (another collective meanwhile
+ * is weftInvalidUsage; weftCommAbort stops the collective, weftCommDestroy waits for it). The
+ * buffers must stay valid until then. */
 weftResult_t weftCommInitRankConfig(weftComm_t *comm, int nranks, weftUniqueId commId, int rank,
                                     weftConfig_t *config);
 
@@ -113,7 +117,8 @@ weftResult_t weftCommDestroy(weftComm_t comm);
  * a timeout. comm == NULL is a no-op. */
 weftResult_t weftCommAbort(weftComm_t comm);
 
-/* The communicator's state in *asyncError: weftInProgress while a non-blocking init runs,
+/* The communicator's state in *asyncError: weftInProgress while a non-blocking init or
+ * collective runs,
  * weftSuccess when usable, else the error that broke it (init failed, or a collective failed:
  * after any collective error the communicator only accepts destroy/abort). The message is in
  * weftGetLastError(comm). */

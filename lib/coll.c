@@ -34,6 +34,11 @@ static weftResult_t checkUsable(struct weftComm *comm, const char *api) {
                         comm->lastError);
   if (comm->finalized)
     return weftSetError(weftInvalidUsage, "%s: rank %d: communicator finalized", api, comm->rank);
+  if (atomic_load(&comm->opInFlight))
+    return weftSetError(weftInvalidUsage,
+                        "%s: rank %d: the previous collective of this non-blocking communicator "
+                        "is still in progress (poll weftCommGetAsyncError until it reports "
+                        "weftSuccess)", api, comm->rank);
   if (weftCommAborted(comm)) return weftAbortedError(comm);
   return weftSuccess;
 }
@@ -61,27 +66,20 @@ void weftFlightDump(struct weftComm *comm, const char *why) {
   fflush(stderr);
 }
 
-/* The AllReduce entry point: validate, choose, run. */
-weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
-                           weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
-                           weftStream_t stream) {
-  (void)stream;
-  WEFTCHECK(weftCheckComm(comm, "weftAllReduce"));
-  struct weftCollArgs args = {sendbuff, recvbuff, count, 0, datatype, op, comm->opSeq};
-  weftResult_t rc = weftCheckCollArgs(sendbuff, recvbuff, count, datatype, op, &args.bytes);
-  if (rc == weftSuccess) rc = checkUsable(comm, "weftAllReduce");
-  if (rc != weftSuccess) return weftReportTo(comm, rc);
-  if (count == 0) return weftSuccess;
+/* Runs one validated AllReduce to its end, in the caller's thread or a non-blocking
+ * communicator's operation thread. */
+static weftResult_t allReduceRun(struct weftComm *comm, struct weftCollArgs args) {
   /* A plain store, not a locked add: one thread calls collectives on a communicator, and
    * weftCommAbort only has to see calls that are already waiting (see weftCommAbort). */
   atomic_store_explicit(&comm->busy, 1, memory_order_release);
+  weftResult_t rc;
   int algo = weftTuneChoose(comm, args.count, args.bytes);
   args.seq = ++comm->opSeq;
   comm->opSig[0] = args.seq;
-  comm->opSig[1] = (uint64_t)count << 16 | (uint64_t)datatype << 8 | (uint64_t)op;
+  comm->opSig[1] = (uint64_t)args.count << 16 | (uint64_t)args.type << 8 | (uint64_t)args.op;
   struct weftFlightEntry *e = &comm->flight[comm->flightNext++ % WEFT_FLIGHT_OPS];
-  *e = (struct weftFlightEntry){args.seq, "AllReduce", weftAlgos[algo]->name, count, datatype, op,
-                                nowUs(), 0, 0};
+  *e = (struct weftFlightEntry){args.seq, "AllReduce", weftAlgos[algo]->name, args.count,
+                                args.type, args.op, nowUs(), 0, 0};
   for (int a = 0; weftAlgos[a] != NULL; a++)
     if (weftAlgos[a]->begin != NULL && comm->algoState[a] != NULL)
       weftAlgos[a]->begin(comm->algoState[a], &args);
@@ -95,4 +93,45 @@ weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   rc = weftReportTo(comm, rc);
   atomic_store_explicit(&comm->busy, 0, memory_order_release);
   return rc;
+}
+
+static void *opThreadMain(void *arg) {
+  struct weftComm *comm = arg;
+  weftLogSetRank(comm->rank);
+  weftClearThreadError();
+  (void)allReduceRun(comm, comm->opArgs); /* a failure is the sticky asyncError */
+  atomic_store_explicit(&comm->opInFlight, 0, memory_order_release);
+  return NULL;
+}
+
+void weftJoinOpThread(struct weftComm *comm) {
+  if (atomic_exchange(&comm->opThreadStarted, 0)) pthread_join(comm->opThread, NULL);
+}
+
+/* Non-blocking: the collective runs in a thread; weftCommGetAsyncError tells when it is done. */
+static weftResult_t allReduceStart(struct weftComm *comm, const struct weftCollArgs *args) {
+  weftJoinOpThread(comm); /* the previous one, done (checkUsable saw it out of flight) */
+  comm->opArgs = *args;
+  atomic_store(&comm->opInFlight, 1);
+  int err = pthread_create(&comm->opThread, NULL, opThreadMain, comm);
+  if (err != 0) {
+    atomic_store(&comm->opInFlight, 0);
+    return weftReportTo(comm, weftSetSysError(err, "weftAllReduce: pthread_create"));
+  }
+  atomic_store(&comm->opThreadStarted, 1);
+  return weftInProgress;
+}
+
+/* The AllReduce entry point: validate, then run (or start, on a non-blocking communicator). */
+weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
+                           weftStream_t stream) {
+  (void)stream;
+  WEFTCHECK(weftCheckComm(comm, "weftAllReduce"));
+  struct weftCollArgs args = {sendbuff, recvbuff, count, 0, datatype, op, comm->opSeq};
+  weftResult_t rc = weftCheckCollArgs(sendbuff, recvbuff, count, datatype, op, &args.bytes);
+  if (rc == weftSuccess) rc = checkUsable(comm, "weftAllReduce");
+  if (rc != weftSuccess) return weftReportTo(comm, rc);
+  if (count == 0) return weftSuccess;
+  return comm->nonblocking ? allReduceStart(comm, &args) : allReduceRun(comm, args);
 }

@@ -219,6 +219,7 @@ weftResult_t weftCommInitRankConfig(weftComm_t *out, int nranks, weftUniqueId co
   struct weftComm *comm = weftCommAlloc(rank, nranks, timeoutMs);
   if (comm == NULL) return weftSetError(weftSystemError, "out of memory");
   comm->initId = commId;
+  comm->nonblocking = !blocking;
   return weftCommStartInit(comm, blocking, out);
 }
 
@@ -274,6 +275,7 @@ weftResult_t weftCommDestroy(weftComm_t comm) {
     return weftSetError(weftInvalidUsage, "weftCommDestroy: comm %p is not live (destroyed twice?)",
                         (void *)comm);
   joinInitThread(comm);
+  weftJoinOpThread(comm); /* a non-blocking collective completes first */
   weftCommUnregisterLive(comm);
   commFree(comm);
   return weftSuccess;
@@ -290,6 +292,7 @@ weftResult_t weftCommAbort(weftComm_t comm) {
                         (void *)comm);
   atomic_store(&comm->abortFlag, 1);
   joinInitThread(comm);
+  weftJoinOpThread(comm); /* its waits see the flag and return */
   /* Calls in other threads see the flag at their next wait and leave. A call that starts
    * while abort runs is a use after free by contract; the grace period only makes a call
    * that had just started visible here. */
@@ -311,6 +314,8 @@ weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t *asyncError) {
     return weftReportTo(comm, weftSetError(weftInvalidArgument, "weftCommGetAsyncError: asyncError is NULL"));
   weftResult_t rc = (weftResult_t)atomic_load(&comm->asyncError);
   if (rc != weftInProgress) joinInitThread(comm); /* done: reap it now */
+  if (rc != weftInProgress && atomic_load(&comm->opInFlight)) rc = weftInProgress;
+  else if (rc != weftInProgress) weftJoinOpThread(comm);
   *asyncError = rc;
   return weftSuccess;
 }
@@ -318,7 +323,8 @@ weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t *asyncError) {
 weftResult_t weftCommFinalize(weftComm_t comm) {
   WEFTCHECK(weftCheckComm(comm, "weftCommFinalize"));
   weftResult_t state = (weftResult_t)atomic_load(&comm->asyncError);
-  if (state == weftInProgress) return weftInProgress;
+  if (state == weftInProgress || atomic_load(&comm->opInFlight)) return weftInProgress;
+  weftJoinOpThread(comm);
   comm->finalized = 1;
   return weftSuccess;
 }

@@ -92,6 +92,14 @@ struct weftComm {
   _Atomic int initThreadStarted; /* exchanged to 0 by whoever joins it */
   pthread_t initThread;
   weftUniqueId initId;
+  /* A non-blocking communicator (config.blocking = 0) runs each collective in a thread of its
+   * own (lib/coll.c): the call returns weftInProgress, weftCommGetAsyncError reports it until
+   * the operation is done. One at a time, as with NCCL's non-blocking mode. */
+  int nonblocking;
+  _Atomic int opInFlight;
+  _Atomic int opThreadStarted; /* exchanged to 0 by whoever joins it */
+  pthread_t opThread;
+  struct weftCollArgs opArgs;
 
   struct weftFlightEntry flight[WEFT_FLIGHT_OPS];
   uint64_t flightNext; /* entries ever written */
@@ -112,6 +120,9 @@ struct weftComm {
   int watchRelayed;
   int initDone; /* the bootstrap ring is free for notes only once init no longer uses it */
 };
+
+/* Waits for a non-blocking collective's thread to end and reaps it (lib/coll.c). */
+void weftJoinOpThread(struct weftComm *comm);
 
 /* Whether weftCommAbort was called on comm. */
 static inline int weftCommAborted(const struct weftComm *comm) {

@@ -199,6 +199,7 @@ static weftResult_t startChild(struct weftComm *parent, struct weftSplit *s, int
     return rc;
   }
   child->split = s;
+  child->nonblocking = !blocking;
   return weftCommStartInit(child, blocking, newcomm);
 }
 

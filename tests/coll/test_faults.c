@@ -361,33 +361,68 @@ static void abortUnblocks(const char *algo) {
 Test(abort, unblocks_direct, .timeout = 30) { abortUnblocks("direct"); }
 Test(abort, unblocks_ring, .timeout = 30) { abortUnblocks("ring"); }
 
+/* Polls a non-blocking communicator until its init or collective is no longer in progress. */
+static weftResult_t pollState(weftComm_t comm) {
+  weftResult_t state = weftInProgress;
+  for (int64_t end = nowMs() + 20000; state == weftInProgress && nowMs() < end;) {
+    cr_assert_eq(weftCommGetAsyncError(comm, &state), weftSuccess);
+    if (state == weftInProgress) usleep(1000);
+  }
+  return state;
+}
+
+/* Non-blocking init, then non-blocking collectives: each returns weftInProgress at once (rank
+ * 0's cannot complete before the others call theirs), one at a time, and the result is in
+ * recvbuff once weftCommGetAsyncError reports weftSuccess. */
 Test(nonblocking, init_then_allreduce, .timeout = 30) {
   struct threadRank t[3];
   initThreads(t, 3, 0);
   for (int r = 0; r < 3; r++) {
     cr_assert_eq(t[r].rc, weftInProgress, "rank %d: %d", r, t[r].rc);
-    weftResult_t state = weftInProgress;
-    int64_t end = nowMs() + 20000;
-    while (state == weftInProgress && nowMs() < end) {
-      cr_assert_eq(weftCommGetAsyncError(t[r].comm, &state), weftSuccess);
-      if (state == weftInProgress) usleep(1000);
+    cr_assert_eq(pollState(t[r].comm), weftSuccess, "rank %d: %s", r, weftGetLastError(t[r].comm));
+  }
+  for (int round = 0; round < 3; round++) {
+    float in[3][1000], out[3][1000];
+    for (int r = 0; r < 3; r++) {
+      for (int i = 0; i < 1000; i++) in[r][i] = (float)(r + round * i);
+      cr_assert_eq(weftAllReduce(in[r], out[r], 1000, weftFloat32, weftSum, t[r].comm, NULL),
+                   weftInProgress, "round %d rank %d", round, r);
+      if (r > 0) continue;
+      float x = 1, y;
+      cr_expect_eq(weftAllReduce(&x, &y, 1, weftFloat32, weftSum, t[0].comm, NULL), weftInvalidUsage,
+                   "a second collective while one is in progress");
+      cr_expect_eq(weftCommFinalize(t[0].comm), weftInProgress);
     }
-    cr_assert_eq(state, weftSuccess, "rank %d: %s", r, weftGetLastError(t[r].comm));
-  }
-  struct blocked b[3];
-  pthread_t tid[3];
-  for (int r = 0; r < 3; r++) {
-    b[r] = (struct blocked){.comm = t[r].comm};
-    pthread_create(&tid[r], NULL, blockedAllReduce, &b[r]);
+    for (int r = 0; r < 3; r++) {
+      cr_assert_eq(pollState(t[r].comm), weftSuccess, "rank %d: %s", r, weftGetLastError(t[r].comm));
+      for (int i = 0; i < 1000; i++)
+        cr_assert_eq(out[r][i], (float)(3 + 3 * round * i), "round %d rank %d [%d]", round, r, i);
+    }
   }
   for (int r = 0; r < 3; r++) {
-    pthread_join(tid[r], NULL);
-    cr_expect_eq(b[r].rc, weftSuccess, "rank %d: %s", r, b[r].msg);
     cr_expect_eq(weftCommFinalize(t[r].comm), weftSuccess);
     float x = 1, y;
     cr_expect_eq(weftAllReduce(&x, &y, 1, weftFloat32, weftSum, t[r].comm, NULL), weftInvalidUsage);
     cr_expect_eq(weftCommDestroy(t[r].comm), weftSuccess);
   }
+}
+
+/* A non-blocking collective that cannot complete (rank 1 never calls): abort returns
+ * promptly, and so does the operation's thread. */
+Test(nonblocking, abort_pending_collective, .timeout = 30) {
+  struct threadRank t[2];
+  initThreads(t, 2, 0);
+  for (int r = 0; r < 2; r++) cr_assert_eq(pollState(t[r].comm), weftSuccess);
+  float x = 1, y;
+  cr_assert_eq(weftAllReduce(&x, &y, 1, weftFloat32, weftSum, t[0].comm, NULL), weftInProgress);
+  usleep(100000);
+  weftResult_t state;
+  cr_assert_eq(weftCommGetAsyncError(t[0].comm, &state), weftSuccess);
+  cr_expect_eq(state, weftInProgress);
+  int64_t start = nowMs();
+  cr_assert_eq(weftCommAbort(t[0].comm), weftSuccess);
+  cr_expect_lt(nowMs() - start, 1000, "abort took %lld ms", (long long)(nowMs() - start));
+  cr_assert_eq(weftCommAbort(t[1].comm), weftSuccess);
 }
 
 Test(nonblocking, abort_during_init, .timeout = 30) {
