@@ -376,13 +376,6 @@ weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc) {
   weftCommCloseLinks(comm, rc);
   /* After the links are closed, so the failure spreads while this rank looks: is it a
    * mismatch another host found, and who is dead. */
-  if (rc == weftRemoteError) {
-    rc = weftSigWatchOnFailure(comm, rc);
-    if (rc != weftRemoteError) {
-      atomic_store(&comm->asyncError, (int)rc);
-      return rc;
-    }
-  }
   return rc == weftRemoteError && expected == weftSuccess ? nameDeadPeers(comm, rc) : rc;
 }
 

@@ -112,12 +112,11 @@ struct weftComm {
 
   /* Signature notes over the bootstrap ring (lib/sigwatch.c): the operation last announced,
    * where each rank was last heard of (operation and signature, 2 per rank, allocated at the
-   * first lasting wait), and whether a mismatch note went on. */
+   * first lasting wait). */
   uint64_t watchSentSeq, *watchSeen;
   uint32_t watchSentWait, watchWaitFor; /* 1 + the rank a lasting wait waits for, 0: none */
   uint64_t watchBeat;   /* notes this rank sent about itself */
   int64_t watchSentMs;  /* when the last one went */
-  int watchRelayed;
   int initDone; /* the bootstrap ring is free for notes only once init no longer uses it */
 };
 
@@ -150,15 +149,9 @@ struct weftSigNote {
 };
 int weftSigNoteDecode(const uint8_t in[40], struct weftSigNote *n);
 void weftSigDescribe(uint64_t sig, char *buf, size_t len);
-/* Passes a mismatch found some other way (a slot's signature trailer) around the ring too. */
-void weftSigWatchAnnounce(struct weftComm *comm, int rankA, uint64_t sigA, int rankB,
-                          uint64_t sigB);
 /* For a collective that timed out: the chain of waits the notes show, from this rank to the
  * one not at this operation. */
 weftResult_t weftSigWatchOnTimeout(struct weftComm *comm, weftResult_t rc);
-/* For a collective that failed with rc: a remote error becomes weftInvalidUsage when a
- * mismatch note for this operation arrives within a short wait. */
-weftResult_t weftSigWatchOnFailure(struct weftComm *comm, weftResult_t rc);
 /* Closes every link of comm (the algorithms' and the ring's); rc is the reason passed to the
  * transports (weftInvalidUsage reads as a mismatch to shm peers). */
 void weftCommCloseLinks(struct weftComm *comm, weftResult_t rc);

@@ -205,7 +205,6 @@ static weftResult_t checkSig(struct weftPrims *p, struct weftConn *c, const char
     describeMismatch(msg, sizeof msg, p->comm, &m, -1);
   }
   sendPoison(p, &m); /* first: a failure on a closed link sets an error this one replaces */
-  weftSigWatchAnnounce(p->comm, m.rankA, m.sigA[1], m.rankB, m.sigB[1]);
   return weftSetError(weftInvalidUsage, "%s", msg);
 }
 

@@ -5,9 +5,10 @@
  * tick) announces its operation and signature to both bootstrap-ring neighbours (the ring is
  * idle after init), and every rank passes news of other ranks on, so each waiting rank learns
  * where every rank it can reach is. A rank heard of at the same operation with another
- * signature is a mismatch: a note naming both goes around, and every rank fails with
- * weftInvalidUsage and both signatures, including ranks that first saw a link close. A wait
- * that times out names the ranks no note showed at its operation. */
+ * signature is a mismatch: every waiting rank sees it itself and fails with weftInvalidUsage
+ * and both signatures (ranks that see a link close first get the same from the close's cause,
+ * weftConnCloseCause). A wait that times out follows the chain of waits to the rank that went
+ * silent. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +20,7 @@
 #include "reduce.h"
 
 #define NOTE_MAGIC 0x5746544eu /* "WFTN" */
-enum { NOTE_AT = 1, NOTE_MISMATCH = 2 };
-/* How long a rank that failed with a remote error waits for a mismatch note before saying
- * so: the note travels one bootstrap hop per rank, each taken at once by a failed rank. */
-#define MISMATCH_NOTE_WAIT_MS 100
+enum { NOTE_AT = 1 };
 
 #define note weftSigNote
 
@@ -51,7 +49,7 @@ static void encode(const struct note *n, uint8_t out[WEFT_BOOT_NOTE_BYTES]) {
 int weftSigNoteDecode(const uint8_t in[WEFT_BOOT_NOTE_BYTES], struct weftSigNote *n) {
   *n = (struct note){get32(in + 4), get64(in + 8), get32(in + 16), get32(in + 20), get64(in + 24),
                      get64(in + 32)};
-  return get32(in) == NOTE_MAGIC && (n->kind == NOTE_AT || n->kind == NOTE_MISMATCH) ? 0 : -1;
+  return get32(in) == NOTE_MAGIC && n->kind == NOTE_AT ? 0 : -1;
 }
 
 void weftSigDescribe(uint64_t sig, char *buf, size_t len) {
@@ -102,43 +100,29 @@ static void sendOn(struct weftComm *comm, const struct note *n, int from) {
     if (dir != from) (void)weftBootstrapNoteSend(comm->boot, dir, bytes);
 }
 
-/* Passes a mismatch note on and fails with it. */
-static weftResult_t relayMismatch(struct weftComm *comm, const struct note *n, int from) {
-  sendOn(comm, n, from);
-  comm->watchRelayed = 1;
-  return mismatchError(comm, n);
-}
-
-/* A note from a neighbour: a mismatch of the current operation is the result; where a rank is
- * goes into the table and, when news, on to the other neighbour. */
-static weftResult_t takeNote(struct weftComm *comm, const struct note *n, int from) {
-  if (n->kind == NOTE_MISMATCH) return n->seq == comm->opSig[0] ? relayMismatch(comm, n, from) : weftSuccess;
+/* A note from a neighbour: where a rank is goes into the table and, when news, on to the
+ * other neighbour. */
+static void takeNote(struct weftComm *comm, const struct note *n, int from) {
   uint64_t *seen = seenTable(comm);
   uint32_t r = n->rankA;
   if (seen == NULL || r >= (uint32_t)comm->nranks || r == (uint32_t)comm->rank ||
       n->sigB <= seen[SEEN_BEAT(r)])
-    return weftSuccess; /* old news: it came the other way round too */
+    return; /* old news: it came the other way round too */
   seen[SEEN_SEQ(r)] = n->seq;
   seen[SEEN_SIG(r)] = n->sigA;
   seen[SEEN_WAIT(r)] = n->rankB <= (uint32_t)comm->nranks ? n->rankB : 0;
   seen[SEEN_BEAT(r)] = n->sigB;
   seen[SEEN_WHEN(r)] = (uint64_t)weftNowMs();
   sendOn(comm, n, from);
-  return weftSuccess;
 }
 
-/* Takes every note the neighbours sent. *open is 0 once both their sides are closed. */
-static weftResult_t readNotes(struct weftComm *comm, int *open) {
+/* Takes every note the neighbours sent. */
+static void readNotes(struct weftComm *comm) {
   uint8_t bytes[WEFT_BOOT_NOTE_BYTES];
   struct note n;
-  *open = 0;
-  for (int dir = WEFT_NOTE_NEXT; dir <= WEFT_NOTE_PREV; dir++) {
-    int got;
-    while ((got = weftBootstrapNoteRecv(comm->boot, dir, bytes)) == 1)
-      if (weftSigNoteDecode(bytes, &n) == 0) WEFTCHECK(takeNote(comm, &n, dir));
-    *open |= got == 0;
-  }
-  return weftSuccess;
+  for (int dir = WEFT_NOTE_NEXT; dir <= WEFT_NOTE_PREV; dir++)
+    while (weftBootstrapNoteRecv(comm->boot, dir, bytes) == 1)
+      if (weftSigNoteDecode(bytes, &n) == 0) takeNote(comm, &n, dir);
 }
 
 /* A rank heard of at this operation with another signature is a mismatch. */
@@ -147,8 +131,8 @@ static weftResult_t compareSeen(struct weftComm *comm) {
   uint64_t seq = comm->opSig[0], sig = comm->opSig[1];
   for (int r = 0; seen != NULL && r < comm->nranks; r++) {
     if (r == comm->rank || seen[SEEN_SEQ(r)] != seq || seen[SEEN_SIG(r)] == sig) continue;
-    struct note n = {NOTE_MISMATCH, seq, (uint32_t)r, (uint32_t)comm->rank, seen[SEEN_SIG(r)], sig};
-    return relayMismatch(comm, &n, -1);
+    struct note n = {NOTE_AT, seq, (uint32_t)r, (uint32_t)comm->rank, seen[SEEN_SIG(r)], sig};
+    return mismatchError(comm, &n);
   }
   return weftSuccess;
 }
@@ -167,33 +151,8 @@ weftResult_t weftSigWatch(struct weftComm *comm, int peer) {
     comm->watchSentWait = waitFor;
     comm->watchSentMs = now;
   }
-  int open;
-  WEFTCHECK(readNotes(comm, &open));
+  readNotes(comm);
   return compareSeen(comm);
-}
-
-void weftSigWatchAnnounce(struct weftComm *comm, int rankA, uint64_t sigA, int rankB,
-                          uint64_t sigB) {
-  if (!active(comm) || comm->watchRelayed) return;
-  struct note n = {NOTE_MISMATCH, comm->opSig[0], (uint32_t)rankA, (uint32_t)rankB, sigA, sigB};
-  (void)relayMismatch(comm, &n, -1);
-}
-
-weftResult_t weftSigWatchOnFailure(struct weftComm *comm, weftResult_t rc) {
-  if (rc != weftRemoteError || !active(comm) || comm->watchRelayed || weftCommAborted(comm))
-    return rc;
-  char was[1024];
-  snprintf(was, sizeof was, "%s", weftThreadLastError());
-  int64_t deadline = weftNowMs() + MISMATCH_NOTE_WAIT_MS;
-  int open = 1;
-  /* The clock is checked here, not only by the poll: a neighbour's closed socket stays
-   * readable, so the poll alone would never let the deadline pass. */
-  while (open && weftNowMs() < deadline && weftBootstrapNoteWait(comm->boot, deadline) == 1) {
-    weftResult_t found = readNotes(comm, &open);
-    if (found != weftSuccess) return found;
-  }
-  weftSetError(rc, "%s", was);
-  return rc;
 }
 
 /* "rank 0 waits for rank 2, which waits for rank 1 (not heard from)": the chain of waits from
@@ -227,10 +186,9 @@ static int describeWaitChain(const struct weftComm *comm, char *buf, size_t len)
 }
 
 weftResult_t weftSigWatchOnTimeout(struct weftComm *comm, weftResult_t rc) {
-  int open;
-  if (!active(comm) || weftCommAborted(comm) || readNotes(comm, &open) != weftSuccess ||
-      comm->watchSeen == NULL || comm->watchWaitFor == 0)
-    return rc;
+  if (!active(comm) || weftCommAborted(comm)) return rc;
+  readNotes(comm);
+  if (comm->watchSeen == NULL || comm->watchWaitFor == 0) return rc;
   char chain[512], was[1024];
   if (!describeWaitChain(comm, chain, sizeof chain)) return rc;
   snprintf(was, sizeof was, "%s", weftThreadLastError());
