@@ -114,6 +114,7 @@ static void startRanks(struct run *run, int nranks, enum mode mode, int captureS
   for (int r = 0; r < nranks; r++) {
     cr_assert_eq(pipe(pipes[r]), 0);
     run->pids[r] = fork();
+    noteChild(run->pids[r]);
     cr_assert_geq(run->pids[r], 0);
     if (run->pids[r] == 0) {
       weftUniqueId id;
@@ -154,7 +155,6 @@ static void endRun(struct run *run) { munmap(run->sh, sizeof *run->sh); }
 
 /* Kills a random rank at a random moment of the loop; checks every survivor. */
 static void killOne(int nranks, const char *algo, const char *transports) {
-  int shmBefore = countWeftShmSegments();
   setenv("WEFT_ALGO", algo, 1);
   if (transports) setenv("WEFT_TRANSPORTS", transports, 1);
   else unsetenv("WEFT_TRANSPORTS");
@@ -191,7 +191,9 @@ static void killOne(int nranks, const char *algo, const char *transports) {
               rep->msg);
   }
   endRun(&run);
-  cr_expect_leq(countWeftShmSegments(), shmBefore, "weft segments left in /dev/shm");
+  char names[512];
+  int left = segmentsLeft(names, sizeof names);
+  cr_expect_eq(left, 0, "%d weft segments left in /dev/shm:%s", left, names);
 }
 
 Test(dead_peer, direct_4, .timeout = 60) { killOne(4, "direct", NULL); }
@@ -536,19 +538,16 @@ static void oneCycle(int c, int doAbort) {
 }
 
 /* Descriptors and threads of the bootstrap root (weftGetUniqueId) end a moment after the
- * last rank registered: wait (up to 3 s) until nothing exceeds the baseline. /dev/shm is
- * shared with other weft jobs of the machine, whose segments exist for a moment during their
- * init: the same wait finds a moment without them. */
-static void settle(const struct footprint *base, int shm) {
+ * last rank registered: wait (up to 3 s) until nothing exceeds the baseline. */
+static void settle(const struct footprint *base) {
   for (int i = 0; i < 300; i++) {
     struct footprint f = footprintNow();
-    if (f.fds <= base->fds && f.threads <= base->threads && countWeftShmSegments() <= shm) return;
+    if (f.fds <= base->fds && f.threads <= base->threads) return;
     usleep(10000);
   }
 }
 
 static void cycles(int doAbort) {
-  int shm = countWeftShmSegments();
   struct footprint base = {0};
   int64_t start = nowMs(), warm = 0;
   for (int c = 0; c < CYCLES; c++) {
@@ -560,7 +559,7 @@ static void cycles(int doAbort) {
     }
   }
   int64_t end = nowMs();
-  settle(&base, shm);
+  settle(&base);
   struct footprint f = footprintNow();
   if (getenv("WEFT_TEST_VERBOSE"))
     fprintf(stderr, "%s: %d cycles in %lld ms (%.2f ms each after warm-up); fds %d -> %d, threads "
@@ -581,7 +580,9 @@ static void cycles(int doAbort) {
     cr_expect_leq(f.rssKb, base.rssKb + RSS_SLACK_KB, "resident: %ld KiB after %d cycles, %ld after %d",
                   base.rssKb, WARMUP_CYCLES, f.rssKb, CYCLES);
   }
-  cr_expect_eq(countWeftShmSegments(), shm, "/dev/shm segments grew");
+  char names[512];
+  int left = segmentsLeft(names, sizeof names);
+  cr_expect_eq(left, 0, "%d weft segments left in /dev/shm:%s", left, names);
 }
 
 Test(cycles, init_allreduce_destroy, .timeout = 240) { cycles(0); }

@@ -226,7 +226,6 @@ static void scenario(enum scenario sc, int nranks, int hosts, int reps) {
   unsigned seed = (unsigned)getpid() ^ (unsigned)nowMs();
   srand(seed);
   for (int rep = 0; rep < reps; rep++) {
-    int shmBefore = countWeftShmSegments();
     pid_t pids[MAX_RANKS];
     struct shared *sh = launch(sc, nranks, hosts, pids);
     forkedReap(pids, nranks, 30000);
@@ -244,7 +243,9 @@ static void scenario(enum scenario sc, int nranks, int hosts, int reps) {
                 (long long)sh->r[r].recoverMs, sh->r[r].msg);
       expectSurvivor(sh, sc, r, nranks, what);
     }
-    cr_expect_leq(countWeftShmSegments(), shmBefore, "%s: /dev/shm segments left", what);
+    char names[512];
+    int left = takeSegmentsOf(pids, nranks, names, sizeof names);
+    cr_expect_eq(left, 0, "%s: %d segments left in /dev/shm:%s", what, left, names);
     munmap(sh, sizeof *sh);
   }
   unsetenv("WEFT_TIMEOUT_MS");

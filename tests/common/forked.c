@@ -1,4 +1,5 @@
 #include "forked.h"
+#include "harness.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@ void forkedLaunch(int nranks, forkedMain main, void *shared, pid_t *pids) {
     if (pipe(pipes[r]) != 0) die("pipe");
     pids[r] = fork();
     if (pids[r] < 0) die("fork");
+    noteChild(pids[r]);
     if (pids[r] == 0) {
       weftUniqueId id;
       close(pipes[r][1]);

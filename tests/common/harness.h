@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "weft.h"
 
 /* Body run by every rank on its own communicator; returns the number of failures. */
@@ -41,9 +42,15 @@ long checkAllReduce(weftComm_t comm, int rank, int nranks, size_t count, weftDat
 /* A rankBody running every case of the struct collMatrix in arg; returns the failures. */
 long collMatrixBody(weftComm_t comm, int rank, int nranks, void *arg);
 
-/* Shared-memory segments whose name starts with /dev/shm/weft. */
-int countWeftShmSegments(void);
 int countOpenFds(void);
+/* Removes the /dev/shm weft segments created by these processes (the name holds the creator's
+ * pid, lib/shmseg.c), listing them in names; returns how many there were. Unlike a count of
+ * every weft segment, other weft jobs on the machine do not disturb it. */
+int takeSegmentsOf(const pid_t *pids, int n, char *names, size_t len);
+/* Records a rank process this test forked (the harness's and forked.c's forks do). */
+void noteChild(pid_t pid);
+/* takeSegmentsOf this process and every child noted since the last call; forgets them. */
+int segmentsLeft(char *names, size_t len);
 /* Regions of this process that map a weft shared-memory segment. */
 int countWeftMappings(void);
 /* Threads of this process; regions in its address space (/proc/self/maps lines); its resident

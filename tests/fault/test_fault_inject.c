@@ -203,6 +203,7 @@ static void startRanks(struct run *run, const struct scenario *sc) {
   for (int r = 0; r < NRANKS; r++) {
     cr_assert_eq(pipe(pipes[r]), 0);
     run->pids[r] = fork();
+    noteChild(run->pids[r]);
     cr_assert_geq(run->pids[r], 0);
     if (run->pids[r] == 0) {
       weftUniqueId id;
@@ -233,13 +234,6 @@ static void finish(struct run *run, int except, int timeoutMs) {
     if (r != except && !run->sh->r[r].done) kill(run->pids[r], SIGKILL);
     waitpid(run->pids[r], &run->status[r], 0);
   }
-}
-
-/* /dev/shm is shared with other weft jobs of the machine, whose segments exist for a moment
- * during their init: wait (up to 3 s) for a moment without more than before. */
-static int shmSettled(int before) {
-  for (int i = 0; i < 300 && countWeftShmSegments() > before; i++) usleep(10000);
-  return countWeftShmSegments();
 }
 
 /* Checks shared by every kind, for a rank that lived to the end. */
@@ -309,7 +303,6 @@ static void runScenario(const struct scenario *sc, int rep) {
   char what[256];
   describe(what, sizeof what, sc, rep);
   if (getenv("WEFT_TEST_VERBOSE")) fprintf(stderr, "fault: %s\n", what);
-  int shmBefore = countWeftShmSegments();
   struct run run;
   startRanks(&run, sc);
   int killed = sc->fault.kind == FAULT_KILL ? sc->fault.rank : -1;
@@ -324,7 +317,9 @@ static void runScenario(const struct scenario *sc, int rep) {
   else if (sc->fault.kind == FAULT_DROP) checkDrop(&run, what);
   else checkDelay(&run, sc, what);
   munmap(run.sh, sizeof *run.sh);
-  cr_expect_leq(shmSettled(shmBefore), shmBefore, "%s: weft segments left in /dev/shm", what);
+  char names[512];
+  int left = segmentsLeft(names, sizeof names);
+  cr_expect_eq(left, 0, "%s: %d weft segments left in /dev/shm:%s", what, left, names);
 }
 
 /* Each repetition: a random victim and a random step (printed by every failed check). */

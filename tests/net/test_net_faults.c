@@ -336,38 +336,6 @@ static void awaitDone(struct shared *sh, int n, int except, int64_t timeoutMs) {
     while (r != except && !sh->r[r].done && netnsNowMs() < end) usleep(1000);
 }
 
-/* Whether a /dev/shm name is a weft segment of pid: "weft-" then dash-separated fields, one of
- * them (the last is random) the creator's pid (lib/shmseg.c: weft-<pid namespace>-<pid>-...). */
-static int segmentOf(const char *name, pid_t pid) {
-  char want[24];
-  snprintf(want, sizeof want, "%d", (int)pid);
-  if (strncmp(name, "weft-", 5) != 0) return 0;
-  for (const char *f = name + 5, *dash; (dash = strchr(f, '-')) != NULL; f = dash + 1)
-    if ((size_t)(dash - f) == strlen(want) && strncmp(f, want, strlen(want)) == 0) return 1;
-  return 0;
-}
-
-/* Removes the /dev/shm entries named after these processes, listing them in names (a failed
- * check must not leave them to the rest of the suite); returns how many there were. */
-static int takeSegmentsOf(const pid_t *pids, int n, char *names, size_t len) {
-  DIR *d = opendir("/dev/shm");
-  if (d == NULL) return 0;
-  int found = 0;
-  size_t o = 0;
-  names[0] = '\0';
-  for (struct dirent *e; (e = readdir(d)) != NULL;)
-    for (int i = 0; i < n; i++) {
-      if (pids[i] <= 0 || !segmentOf(e->d_name, pids[i])) continue;
-      found++;
-      if (o < len) o += (size_t)snprintf(names + o, len - o, " %s (rank %d)", e->d_name, i);
-      char path[300];
-      snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
-      unlink(path);
-    }
-  closedir(d);
-  return found;
-}
-
 /* Every rank that returned left no descriptor, thread or mapping behind; then every rank is
  * reaped, and no weft segment of any of them is left. */
 static void finishJob(struct shared *sh, const char *what) {
