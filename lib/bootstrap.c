@@ -1691,14 +1691,13 @@ int weftBootstrapProbe(const struct weftBootstrap *b, int rank, int64_t timeoutM
   return !(rc == ECONNREFUSED || rc == EHOSTUNREACH || rc == ENETUNREACH || rc == WEFT_SOCK_TIMEOUT);
 }
 
-int weftBootstrapDescribeGone(const struct weftBootstrap *b, const char *skip, char *buf,
-                              size_t len) {
+/* "rank 3 (addr), ..." for the other ranks whose listener refuses connections; their number. */
+static int describeGone(const struct weftBootstrap *b, char *buf, size_t len) {
   size_t o = 0;
   int found = 0;
   buf[0] = '\0';
   for (int r = 0; r < b->nranks && b->peers != NULL; r++) {
-    if (r == b->rank || (skip != NULL && skip[r]) ||
-        weftBootstrapProbe(b, r, RING_PROBE_TIMEOUT_MS))
+    if (r == b->rank || weftBootstrapProbe(b, r, RING_PROBE_TIMEOUT_MS))
       continue;
     char name[WEFT_SOCK_NAME_MAX];
     if (o < len)
@@ -1726,7 +1725,7 @@ static void nameGoneRanks(struct weftBootstrap *b) {
   char gone[512];
   weftBootstrapCloseRing(b);
   weftBootstrapSettle();
-  if (weftBootstrapDescribeGone(b, NULL, gone, sizeof gone) == 0) return;
+  if (describeGone(b, gone, sizeof gone) == 0) return;
   char was[1024];
   snprintf(was, sizeof was, "%s", weftThreadLastError());
   weftSetError(weftRemoteError, "%s; ranks whose bootstrap listener is closed (dead, or failed "

@@ -41,10 +41,6 @@ weftResult_t weftBootstrapSplit(struct weftBootstrap *parent, const int *members
 /* Whether rank's listener still answers: 0 when the connection is refused or the host does
  * not answer within timeoutMs (the rank is gone), else 1. */
 int weftBootstrapProbe(const struct weftBootstrap *b, int rank, int64_t timeoutMs);
-/* "rank 3 (addr), ..." for the ranks (not this one, nor those with skip[r] set; skip may be
- * NULL) whose listener refuses connections; returns their number. */
-int weftBootstrapDescribeGone(const struct weftBootstrap *b, const char *skip, char *buf,
-                              size_t len);
 /* After a failure: closes the ring (peers blocked on it fail in turn) but not the listener,
  * and waits until a dead peer's descriptors have surely all closed, before probes. */
 void weftBootstrapCloseRing(struct weftBootstrap *b);

@@ -134,36 +134,73 @@ static weftResult_t commInitBody(struct weftComm *comm) {
   return weftSuccess;
 }
 
-static int describeDeadPeers(struct weftComm *comm, char *buf, size_t len);
 
 /* An init that failed because a peer died usually fails with what this rank saw (a closed
  * connection, a segment gone), often at a neighbour of the dead rank: name the dead. Ranks of
  * this host by their process, the others by their bootstrap listener. */
+/* How long a rank of another host may take to accept a connection before it counts as gone
+ * in an error message. */
+#define GONE_PROBE_MS 200
+
+/* Whether rank r is judged by its process (it shares this host and its pid is known), else by
+ * its bootstrap listener. */
+static int byProcess(const struct weftComm *comm, int r) {
+  const struct weftPeerInfo *p = &comm->peers[r], *me = &comm->peers[comm->rank];
+  return p->pid > 0 && p->hostHash == me->hostHash;
+}
+
+void weftCommMarkGone(struct weftComm *comm, char *gone, int64_t probeMs) {
+  for (int r = 0; r < comm->nranks; r++) {
+    if (gone[r] || r == comm->rank) continue;
+    if (byProcess(comm, r))
+      gone[r] = comm->peers[r].pid != (int)getpid() && weftProcessGone(comm->peers[r].pid);
+    else
+      gone[r] = !weftBootstrapProbe(comm->boot, r, probeMs);
+  }
+}
+
+/* "rank 2 (pid 9 on host h)" for gone ranks judged by their process (byProc 1), "rank 5
+ * (10.0.0.3:4000)" for those judged by their listener (byProc 0). */
+static int describeGone(const struct weftComm *comm, const char *gone, int byProc, char *buf,
+                        size_t len) {
+  int found = 0;
+  size_t o = 0;
+  buf[0] = '\0';
+  for (int r = 0; r < comm->nranks; r++) {
+    if (!gone[r] || byProcess(comm, r) != byProc || o >= len) continue;
+    char where[WEFT_SOCK_NAME_MAX + 96];
+    const union weftSockAddr *addr = weftBootstrapPeerAddr(comm->boot, r);
+    if (byProc)
+      snprintf(where, sizeof where, "pid %d on host %s", comm->peers[r].pid, comm->peers[r].hostname);
+    else if (addr != NULL)
+      weftSockAddrName(addr, where);
+    else
+      snprintf(where, sizeof where, "address unknown");
+    o += (size_t)snprintf(buf + o, len - o, "%srank %d (%s)", found++ ? ", " : "", r, where);
+  }
+  return found;
+}
+
 static weftResult_t nameDeadPeers(struct weftComm *comm, weftResult_t rc) {
   if (comm->peers == NULL || comm->boot == NULL || weftCommAborted(comm)) return rc;
-  char dead[512], gone[512] = "", was[1024];
+  char *gone = calloc((size_t)comm->nranks, 1);
+  if (gone == NULL) return rc;
   weftBootstrapCloseRing(comm->boot);
-  int nDead = describeDeadPeers(comm, dead, sizeof dead);
+  int listeners = 0;
+  for (int r = 0; r < comm->nranks; r++) listeners += r != comm->rank && !byProcess(comm, r);
+  if (listeners > 0) weftBootstrapSettle();
+  weftCommMarkGone(comm, gone, GONE_PROBE_MS);
+  char dead[512], closed[512], was[1024];
+  int nDead = describeGone(comm, gone, 1, dead, sizeof dead);
+  int nClosed = describeGone(comm, gone, 0, closed, sizeof closed);
+  free(gone);
   if (nDead > 0 && strstr(weftThreadLastError(), dead) != NULL) nDead = 0; /* said already */
-  /* Ranks known to share this host are judged by their process; the others (another host,
-   * or not known yet: init failed while exchanging peer info) by their listener. */
-  char *known = calloc((size_t)comm->nranks, 1);
-  int nGone = 0, probes = 0;
-  for (int r = 0; known != NULL && r < comm->nranks; r++) {
-    known[r] = comm->peers[r].pid > 0 && comm->peers[r].hostHash == comm->peers[comm->rank].hostHash;
-    probes += !known[r];
-  }
-  if (probes > 0) {
-    weftBootstrapSettle();
-    nGone = weftBootstrapDescribeGone(comm->boot, known, gone, sizeof gone);
-  }
-  free(known);
-  if (nDead == 0 && nGone == 0) return rc;
+  if (nDead == 0 && nClosed == 0) return rc;
   snprintf(was, sizeof was, "%s", weftThreadLastError());
   return weftSetError(weftRemoteError, "%s; %s%s%s%s%s", was, nDead ? "dead: " : "", nDead ? dead : "",
-                      nDead && nGone ? "; " : "",
-                      nGone ? "ranks of other hosts whose listener is closed (dead or destroyed): " : "",
-                      nGone ? gone : "");
+                      nDead && nClosed ? "; " : "",
+                      nClosed ? "ranks of other hosts whose listener is closed (dead or destroyed): " : "",
+                      nClosed ? closed : "");
 }
 
 /* Segments of processes killed during an earlier init go first, and those of peers killed
@@ -348,24 +385,6 @@ int weftProcessGone(int pid) {
   return sscanf(end + 2, "%*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & 0x4) != 0;
 }
 
-/* Ranks of this host whose process is gone, as "rank 2 (pid 123 on host h)" items. */
-static int describeDeadPeers(struct weftComm *comm, char *buf, size_t len) {
-  int found = 0;
-  size_t o = 0;
-  buf[0] = '\0';
-  int me = comm->rank;
-  for (int r = 0; r < comm->nranks && comm->peers != NULL; r++) {
-    const struct weftPeerInfo *p = &comm->peers[r];
-    if (r == me || p->hostHash != comm->peers[me].hostHash || p->pid == (int)getpid() || p->pid <= 0)
-      continue;
-    if (!weftProcessGone(p->pid)) continue;
-    if (o < len)
-      o += (size_t)snprintf(buf + o, len - o, "%srank %d (pid %d on host %s)", found ? ", " : "", r,
-                            p->pid, p->hostname);
-    found++;
-  }
-  return found;
-}
 
 weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc) {
   int expected = weftSuccess;

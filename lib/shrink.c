@@ -40,18 +40,6 @@ void weftSplitFree(struct weftSplit *split) {
   free(split);
 }
 
-/* Marks the ranks of parent that are gone (a mark is never undone: deaths are permanent). */
-static void probeGone(const struct weftComm *parent, char *gone) {
-  const struct weftPeerInfo *me = &parent->peers[parent->rank];
-  for (int r = 0; r < parent->nranks; r++) {
-    if (gone[r] || r == parent->rank) continue;
-    const struct weftPeerInfo *p = &parent->peers[r];
-    if (p->hostHash == me->hostHash)
-      gone[r] = (char)weftProcessGone(p->pid);
-    else
-      gone[r] = (char)!weftBootstrapProbe(parent->boot, r, RECOVER_PROBE_MS);
-  }
-}
 
 static void listMembers(struct weftSplit *s, const char *gone) {
   s->n = 0;
@@ -96,7 +84,7 @@ static weftResult_t recoverBootstrap(struct weftComm *comm, struct weftSplit *s)
   int64_t deadline = weftDeadline(comm);
   weftResult_t rc;
   for (int attempt = 1;; attempt++) {
-    probeGone(s->parent, gone);
+    weftCommMarkGone(s->parent, gone, RECOVER_PROBE_MS);
     listMembers(s, gone);
     int64_t until = weftNowMs() + RECOVER_ATTEMPT_MS;
     rc = weftBootstrapSplit(s->parent->boot, s->members, s->n, s->epoch,
