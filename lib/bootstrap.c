@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bytes.h"
 #include "check.h"
 #include "log.h"
 #include "param.h"
@@ -106,17 +107,6 @@ struct weftBootstrap {
 
 /* ---- Bytes ---- */
 
-static void putBe32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-static uint32_t getBe32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-static void putBe64(uint8_t *p, uint64_t v) {
-  putBe32(p, (uint32_t)(v >> 32));
-  putBe32(p + 4, (uint32_t)v);
-}
-static uint64_t getBe64(const uint8_t *p) { return (uint64_t)getBe32(p) << 32 | getBe32(p + 4); }
 static uint64_t getLe64(const uint8_t *p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
@@ -219,8 +209,8 @@ static uint64_t replyMac(const uint8_t *secret, const uint8_t *clientNonce,
                          const uint8_t *serverNonce, uint32_t seq, const uint8_t *header,
                          uint64_t digest) {
   uint8_t numbers[12];
-  putBe32(numbers, seq);
-  putBe64(numbers + 4, digest);
+  weftPutBe32(numbers, seq);
+  weftPutBe64(numbers + 4, digest);
   struct sipHash s;
   sipInit(&s, secret);
   sipUpdateByte(&s, 'R');
@@ -263,7 +253,7 @@ int weftBootstrapParseAddr(const uint8_t *in, union weftSockAddr *addr) {
 static void encodeId(weftUniqueId *id, const union weftSockAddr *root, const uint8_t *secret) {
   uint8_t *p = (uint8_t *)id->internal;
   memset(p, 0, WEFT_UNIQUE_ID_BYTES);
-  putBe32(p, ID_MAGIC);
+  weftPutBe32(p, ID_MAGIC);
   p[4] = 0;
   p[5] = ID_VERSION;
   weftSockAddrEncode(p + 8, root);
@@ -273,7 +263,7 @@ static void encodeId(weftUniqueId *id, const union weftSockAddr *root, const uin
 weftResult_t weftBootstrapParseId(const weftUniqueId *id, union weftSockAddr *root,
                                   uint8_t *secret) {
   const uint8_t *p = (const uint8_t *)id->internal;
-  if (getBe32(p) != ID_MAGIC || p[4] != 0 || p[5] != ID_VERSION)
+  if (weftGetBe32(p) != ID_MAGIC || p[4] != 0 || p[5] != ID_VERSION)
     return weftSetError(weftInvalidArgument,
                         "bootstrap: the unique id is not one from weftGetUniqueId (bad magic or "
                         "version %u, expected %u)",
@@ -476,7 +466,7 @@ static int pendingReceive(struct pendingSet *set, size_t i) {
                                        : weftSockStatusText(rc, text, sizeof text));
     return -1;
   }
-  if (peer->helloLen >= 4 && getBe32(peer->hello) != HELLO_MAGIC) {
+  if (peer->helloLen >= 4 && weftGetBe32(peer->hello) != HELLO_MAGIC) {
     pendingDrop(set, i, WEFT_LOG_WARN, "sent bytes that are not a weft hello (wrong magic)");
     return -1;
   }
@@ -489,12 +479,12 @@ const char *weftBootstrapParseHello(const uint8_t *secret, const uint8_t *server
                                     struct weftBootstrapHello *h) {
   const uint8_t *payload = hello + 12;
   memset(h, 0, sizeof *h);
-  if (getBe32(hello) != HELLO_MAGIC) return "not a weft hello (wrong magic)";
-  if (getBe64(hello + 4) != helloMac(secret, serverNonce, payload))
+  if (weftGetBe32(hello) != HELLO_MAGIC) return "not a weft hello (wrong magic)";
+  if (weftGetBe64(hello + 4) != helloMac(secret, serverNonce, payload))
     return "wrong MAC: it does not hold this communicator's secret";
-  h->kind = getBe32(payload);
-  h->rank = getBe32(payload + 4);
-  h->nranks = getBe32(payload + 8);
+  h->kind = weftGetBe32(payload);
+  h->rank = weftGetBe32(payload + 4);
+  h->nranks = weftGetBe32(payload + 8);
   memcpy(h->clientNonce, payload + 12, NONCE_BYTES);
   memcpy(h->addr, payload + 12 + NONCE_BYTES, ADDR_BYTES);
   return NULL;
@@ -522,13 +512,13 @@ static void helloBuild(uint8_t out[HELLO_BYTES], const uint8_t *secret, const ui
                        uint32_t kind, int rank, int nranks, const uint8_t *clientNonce,
                        const uint8_t *addr) {
   uint8_t *payload = out + 12;
-  putBe32(out, HELLO_MAGIC);
-  putBe32(payload, kind);
-  putBe32(payload + 4, (uint32_t)rank);
-  putBe32(payload + 8, (uint32_t)nranks);
+  weftPutBe32(out, HELLO_MAGIC);
+  weftPutBe32(payload, kind);
+  weftPutBe32(payload + 4, (uint32_t)rank);
+  weftPutBe32(payload + 8, (uint32_t)nranks);
   memcpy(payload + 12, clientNonce, NONCE_BYTES);
   memcpy(payload + 12 + NONCE_BYTES, addr, ADDR_BYTES);
-  putBe64(out + 4, helloMac(secret, serverNonce, payload));
+  weftPutBe64(out + 4, helloMac(secret, serverNonce, payload));
 }
 
 /* ---- The root: registers every rank, then sends each the table of listen addresses ---- */
@@ -575,11 +565,11 @@ static int clientIdle(const struct rootClient *c) {
 
 static void clientQueue(struct root *r, struct rootClient *c, uint32_t type, uint32_t arg,
                         const uint8_t *body, size_t bodyLen, uint64_t digest) {
-  putBe32(c->head, REPLY_MAGIC);
-  putBe32(c->head + 4, type);
-  putBe32(c->head + 8, arg);
-  putBe32(c->head + 12, (uint32_t)bodyLen);
-  putBe64(c->head + 16,
+  weftPutBe32(c->head, REPLY_MAGIC);
+  weftPutBe32(c->head + 4, type);
+  weftPutBe32(c->head + 8, arg);
+  weftPutBe32(c->head + 12, (uint32_t)bodyLen);
+  weftPutBe64(c->head + 16,
           replyMac(r->secret, c->clientNonce, c->serverNonce, c->seq++, c->head, digest));
   c->body = body;
   c->bodyLen = bodyLen;
@@ -1051,10 +1041,10 @@ static weftResult_t decodeTable(const struct registration *reg, const uint8_t *t
 
 int weftBootstrapParseReplyHeader(const uint8_t *head, int nranks,
                                   uint32_t *type, uint32_t *arg, size_t *bodyLen) {
-  *type = getBe32(head + 4);
-  *arg = getBe32(head + 8);
-  *bodyLen = getBe32(head + 12);
-  if (getBe32(head) != REPLY_MAGIC || *type < REPLY_STATUS || *type > REPLY_LOST) return -1;
+  *type = weftGetBe32(head + 4);
+  *arg = weftGetBe32(head + 8);
+  *bodyLen = weftGetBe32(head + 12);
+  if (weftGetBe32(head) != REPLY_MAGIC || *type < REPLY_STATUS || *type > REPLY_LOST) return -1;
   size_t expected = *type == REPLY_TABLE ? (size_t)nranks * ADDR_BYTES
                     : *type == REPLY_LOST ? ADDR_BYTES
                                           : 0;
@@ -1071,7 +1061,7 @@ int weftBootstrapCheckReplyMac(const uint8_t *secret, const uint8_t *clientNonce
                                const uint8_t *head, const uint8_t *body,
                                size_t bodyLen) {
   uint64_t digest = bodyDigest(secret, body, bodyLen);
-  return getBe64(head + 16) == replyMac(secret, clientNonce, serverNonce, seq, head, digest) ? 0
+  return weftGetBe64(head + 16) == replyMac(secret, clientNonce, serverNonce, seq, head, digest) ? 0
                                                                                              : -1;
 }
 
@@ -1259,7 +1249,7 @@ static weftResult_t dialProgress(struct ringSetup *rs) {
       return dialFailed(rs, rc);
     if (rs->dialDone < ACK_BYTES) return weftSuccess;
     char name[WEFT_SOCK_NAME_MAX];
-    if (getBe64(rs->dialBuf) != ackMac(rs->secret, rs->clientNonce, rs->serverNonce))
+    if (weftGetBe64(rs->dialBuf) != ackMac(rs->secret, rs->clientNonce, rs->serverNonce))
       return weftSetError(
           weftRemoteError,
           "bootstrap: the listener at %s (rank %d in the table) sent a wrong acknowledgement MAC",
@@ -1285,7 +1275,7 @@ static int ringOnPending(struct ringSetup *rs, size_t i) {
     return 0;
   }
   uint8_t ack[ACK_BYTES];
-  putBe64(ack, ackMac(rs->secret, h.clientNonce, peer->nonce));
+  weftPutBe64(ack, ackMac(rs->secret, h.clientNonce, peer->nonce));
   char name[WEFT_SOCK_NAME_MAX];
   snprintf(name, sizeof name, "%s", peer->name);
   int fd = pendingTake(&rs->pending, i);
@@ -1605,11 +1595,11 @@ static void splitSecret(const uint8_t *parent, uint64_t epoch, const int *member
   sipUpdateByte(&lo, 'l');
   sipUpdateByte(&hi, 'h');
   uint8_t word[8];
-  putBe64(word, epoch);
+  weftPutBe64(word, epoch);
   sipUpdate(&lo, word, 8);
   sipUpdate(&hi, word, 8);
   for (int i = 0; i < n; i++) {
-    putBe32(word, (uint32_t)members[i]);
+    weftPutBe32(word, (uint32_t)members[i]);
     sipUpdate(&lo, word, 4);
     sipUpdate(&hi, word, 4);
   }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "bootstrap.h"
+#include "bytes.h"
 #include "check.h"
 #include "core.h"
 #include "log.h"
@@ -24,32 +25,21 @@ enum { NOTE_AT = 1 };
 
 #define note weftSigNote
 
-static void put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-static void put64(uint8_t *p, uint64_t v) {
-  put32(p, (uint32_t)(v >> 32));
-  put32(p + 4, (uint32_t)v);
-}
-static uint32_t get32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
 
 static void encode(const struct note *n, uint8_t out[WEFT_BOOT_NOTE_BYTES]) {
-  put32(out, NOTE_MAGIC);
-  put32(out + 4, n->kind);
-  put64(out + 8, n->seq);
-  put32(out + 16, n->rankA);
-  put32(out + 20, n->rankB);
-  put64(out + 24, n->sigA);
-  put64(out + 32, n->sigB);
+  weftPutBe32(out, NOTE_MAGIC);
+  weftPutBe32(out + 4, n->kind);
+  weftPutBe64(out + 8, n->seq);
+  weftPutBe32(out + 16, n->rankA);
+  weftPutBe32(out + 20, n->rankB);
+  weftPutBe64(out + 24, n->sigA);
+  weftPutBe64(out + 32, n->sigB);
 }
 
 int weftSigNoteDecode(const uint8_t in[WEFT_BOOT_NOTE_BYTES], struct weftSigNote *n) {
-  *n = (struct note){get32(in + 4), get64(in + 8), get32(in + 16), get32(in + 20), get64(in + 24),
-                     get64(in + 32)};
-  return get32(in) == NOTE_MAGIC && n->kind == NOTE_AT ? 0 : -1;
+  *n = (struct note){weftGetBe32(in + 4), weftGetBe64(in + 8), weftGetBe32(in + 16), weftGetBe32(in + 20), weftGetBe64(in + 24),
+                     weftGetBe64(in + 32)};
+  return weftGetBe32(in) == NOTE_MAGIC && n->kind == NOTE_AT ? 0 : -1;
 }
 
 void weftSigDescribe(uint64_t sig, char *buf, size_t len) {

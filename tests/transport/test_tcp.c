@@ -152,7 +152,7 @@ static int dialGreeted(const union weftSockAddr *to, uint8_t nonce[TCP_NONCE_BYT
   int fd = dial(to);
   uint8_t greeting[TCP_GREETING_BYTES];
   if (fd < 0 || weftSocketRecvAll(fd, greeting, sizeof greeting, weftNowMs() + 2000) != 0 ||
-      weftTcpGetBe32(greeting) != TCP_GREETING_MAGIC) {
+      weftGetBe32(greeting) != TCP_GREETING_MAGIC) {
     weftSocketClose(&fd);
     return -1;
   }
@@ -510,11 +510,11 @@ Test(tcp_close_record, encoding) {
   char note[16];
   cr_assert_eq(weftTcpRecordNote(&r, note, sizeof note), weftInvalidUsage);
   cr_assert_str_eq(note, "ab?cd", "non-printable bytes are replaced");
-  weftTcpPutBe32(r.buf + 4, 12345); /* not a code a close stands for */
+  weftPutBe32(r.buf + 4, 12345); /* not a code a close stands for */
   cr_assert_eq(weftTcpRecordNote(&r, note, sizeof note), weftRemoteError);
-  weftTcpPutBe32(r.buf + 8, TCP_NOTE_BYTES + 1);
+  weftPutBe32(r.buf + 8, TCP_NOTE_BYTES + 1);
   cr_assert_neq(weftTcpParseRecordHead(r.buf, &reason, &n), 0, "an overlong note is refused");
-  weftTcpPutBe32(r.buf, 123);
+  weftPutBe32(r.buf, 123);
   cr_assert_neq(weftTcpParseRecordHead(r.buf, &reason, &n), 0, "a slot header is not a record");
   char longNote[TCP_NOTE_BYTES + 50];
   memset(longNote, 'x', sizeof longNote - 1);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "socket.h"
+#include "bytes.h"
 #include "transport.h"
 
 #define TCP_MAX_SLOTS 64
@@ -189,10 +190,6 @@ struct tcpState {
 #pragma GCC visibility push(hidden)
 
 /* ---- tcp_wire.c: bytes on the wire, MACs, blobs, socket options ---- */
-void weftTcpPutBe32(uint8_t *p, uint32_t v);
-uint32_t weftTcpGetBe32(const uint8_t *p);
-void weftTcpPutBe64(uint8_t *p, uint64_t v);
-uint64_t weftTcpGetBe64(const uint8_t *p);
 void weftTcpEncodeBlob(const struct tcpBlob *b, void *out);
 /* 0, or -1 when the bytes are not a blob of this version. */
 int weftTcpDecodeBlob(const void *in, struct tcpBlob *b);

@@ -45,7 +45,7 @@ static weftResult_t tcpDialGreeting(struct tcpConn *tc, uint32_t i) {
   int rc = weftSocketRecvSome(st->fd, st->dialBuf, TCP_GREETING_BYTES, &st->dialDone);
   if (rc != 0) return tcpDialError(tc, i, rc, "awaiting its greeting");
   if (st->dialDone < TCP_GREETING_BYTES) return weftSuccess;
-  if (weftTcpGetBe32(st->dialBuf) != TCP_GREETING_MAGIC)
+  if (weftGetBe32(st->dialBuf) != TCP_GREETING_MAGIC)
     return weftSetError(weftRemoteError,
                         "tcp: %s, where rank %d (host %s) should listen, is not a weft tcp "
                         "listener",
@@ -80,7 +80,7 @@ static weftResult_t tcpDialAck(struct tcpConn *tc, uint32_t i) {
   if (rc != 0) return tcpDialError(tc, i, rc, "awaiting its acknowledgement");
   if (st->dialDone < TCP_ACK_BYTES) return weftSuccess;
   uint64_t want = weftTcpAckMac(tc->s->secret, st->clientNonce, st->serverNonce, tc->connId, i);
-  if (weftTcpGetBe64(st->dialBuf) != want)
+  if (weftGetBe64(st->dialBuf) != want)
     return weftSetError(weftRemoteError,
                         "tcp: rank %d (host %s, %s) sent a wrong acknowledgement MAC: it does "
                         "not hold this communicator's secret",

@@ -154,8 +154,8 @@ static int tcpSendStream(struct tcpConn *tc, uint32_t i) {
     if (hdr + len > 0) {
       if (!st->ready) break;
       if (hdr > 0 && st->done == 0) {
-        weftTcpPutBe32(st->header, (uint32_t)bytes);
-        weftTcpPutBe32(st->header + 4, (uint32_t)k);
+        weftPutBe32(st->header, (uint32_t)bytes);
+        weftPutBe32(st->header + 4, (uint32_t)k);
       }
       size_t before = st->done;
       int err = 0;
@@ -265,7 +265,7 @@ static int tcpRecvHeader(struct tcpConn *tc, struct tcpStream *st, uint64_t k) {
     st->ready = 0;
     return 0;
   }
-  uint32_t bytes = weftTcpGetBe32(st->header), seq = weftTcpGetBe32(st->header + 4);
+  uint32_t bytes = weftGetBe32(st->header), seq = weftGetBe32(st->header + 4);
   if (bytes == TCP_CLOSE_MARK) {
     memcpy(tc->rxRecord.buf, st->header, TCP_SLOT_HEADER_BYTES);
     tc->rxRecord.done = TCP_SLOT_HEADER_BYTES;

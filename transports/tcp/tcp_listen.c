@@ -111,7 +111,7 @@ static int tcpPendingRoom(struct tcpState *s) {
 static int tcpGreet(int fd, uint8_t nonce[TCP_NONCE_BYTES]) {
   if (weftTcpRandom(nonce, TCP_NONCE_BYTES) != weftSuccess) return -1;
   uint8_t greeting[TCP_GREETING_BYTES];
-  weftTcpPutBe32(greeting, TCP_GREETING_MAGIC);
+  weftPutBe32(greeting, TCP_GREETING_MAGIC);
   memcpy(greeting + 4, nonce, TCP_NONCE_BYTES);
   size_t sent = 0;
   return weftSocketSendSome(fd, greeting, sizeof greeting, &sent) == 0 && sent == sizeof greeting
@@ -204,7 +204,7 @@ void weftTcpPendingEvent(struct tcpState *s, size_t i) {
                                           : weftSockStatusText(rc, text, sizeof text));
     return;
   }
-  if (p->helloLen >= 4 && weftTcpGetBe32(p->hello) != TCP_HELLO_MAGIC) {
+  if (p->helloLen >= 4 && weftGetBe32(p->hello) != TCP_HELLO_MAGIC) {
     tcpPendingDrop(s, i, WEFT_LOG_WARN, "sent bytes that are not a weft tcp hello");
     return;
   }
@@ -219,7 +219,7 @@ void weftTcpPendingEvent(struct tcpState *s, size_t i) {
     return;
   }
   uint8_t ack[TCP_ACK_BYTES];
-  weftTcpPutBe64(ack, weftTcpAckMac(s->secret, h.clientNonce, p->nonce, h.connId, h.stream));
+  weftPutBe64(ack, weftTcpAckMac(s->secret, h.clientNonce, p->nonce, h.connId, h.stream));
   size_t sent = 0;
   /* 8 bytes after 20 always fit a fresh socket's buffer: this never waits. */
   rc = weftSocketSendSome(p->fd, ack, sizeof ack, &sent);

@@ -15,37 +15,20 @@
 static const uint8_t tcpHelloTag[8] = {'w', 'e', 'f', 't', 't', 'c', 'p', 'H'};
 static const uint8_t tcpAckTag[8] = {'w', 'e', 'f', 't', 't', 'c', 'p', 'A'};
 
-void weftTcpPutBe32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-uint32_t weftTcpGetBe32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-void weftTcpPutBe64(uint8_t *p, uint64_t v) {
-  weftTcpPutBe32(p, (uint32_t)(v >> 32));
-  weftTcpPutBe32(p + 4, (uint32_t)v);
-}
-
-uint64_t weftTcpGetBe64(const uint8_t *p) {
-  return (uint64_t)weftTcpGetBe32(p) << 32 | weftTcpGetBe32(p + 4);
-}
-
 /* family u8 (0, 4, 6) | 0 u8 | port u16 | address[16] | IPv6 scope u32, as the bootstrap. */
 
 static void tcpPutShape(uint8_t *p, const struct tcpShape *shape) {
-  weftTcpPutBe64(p, shape->slotBytes);
-  weftTcpPutBe32(p + 8, shape->nslots);
-  weftTcpPutBe32(p + 12, shape->nsocks);
-  weftTcpPutBe32(p + 16, shape->minStripe);
+  weftPutBe64(p, shape->slotBytes);
+  weftPutBe32(p + 8, shape->nslots);
+  weftPutBe32(p + 12, shape->nsocks);
+  weftPutBe32(p + 16, shape->minStripe);
 }
 
 static void tcpGetShape(const uint8_t *p, struct tcpShape *shape) {
-  shape->slotBytes = weftTcpGetBe64(p);
-  shape->nslots = weftTcpGetBe32(p + 8);
-  shape->nsocks = weftTcpGetBe32(p + 12);
-  shape->minStripe = weftTcpGetBe32(p + 16);
+  shape->slotBytes = weftGetBe64(p);
+  shape->nslots = weftGetBe32(p + 8);
+  shape->nsocks = weftGetBe32(p + 12);
+  shape->minStripe = weftGetBe32(p + 16);
 }
 
 int weftTcpSameShape(const struct tcpShape *a, const struct tcpShape *b) {
@@ -57,34 +40,34 @@ int weftTcpSameShape(const struct tcpShape *a, const struct tcpShape *b) {
 void weftTcpEncodeBlob(const struct tcpBlob *b, void *out) {
   uint8_t *p = out;
   memset(p, 0, WEFT_CONN_BLOB_BYTES);
-  weftTcpPutBe32(p, TCP_BLOB_MAGIC);
+  weftPutBe32(p, TCP_BLOB_MAGIC);
   p[4] = 0;
   p[5] = TCP_BLOB_VERSION;
   p[6] = 0;
   p[7] = (uint8_t)b->dir;
-  weftTcpPutBe32(p + 8, b->rank);
+  weftPutBe32(p + 8, b->rank);
   tcpPutShape(p + 12, &b->shape);
-  weftTcpPutBe64(p + 32, b->connId);
+  weftPutBe64(p + 32, b->connId);
   weftSockAddrEncode(p + 40, &b->listen);
 }
 
 int weftTcpDecodeBlob(const void *in, struct tcpBlob *b) {
   const uint8_t *p = in;
   memset(b, 0, sizeof *b);
-  if (weftTcpGetBe32(p) != TCP_BLOB_MAGIC || p[4] != 0 || p[5] != TCP_BLOB_VERSION) return -1;
+  if (weftGetBe32(p) != TCP_BLOB_MAGIC || p[4] != 0 || p[5] != TCP_BLOB_VERSION) return -1;
   b->dir = p[7];
-  b->rank = weftTcpGetBe32(p + 8);
+  b->rank = weftGetBe32(p + 8);
   tcpGetShape(p + 12, &b->shape);
-  b->connId = weftTcpGetBe64(p + 32);
+  b->connId = weftGetBe64(p + 32);
   return weftSockAddrDecode(p + 40, &b->listen) < 0 ? -1 : 0;
 }
 
 /* payload = connId u64 | fromRank u32 | toRank u32 | stream u32 | shape[20] | clientNonce[16] */
 static void tcpPutHelloPayload(uint8_t *p, const struct tcpHello *h) {
-  weftTcpPutBe64(p, h->connId);
-  weftTcpPutBe32(p + 8, h->fromRank);
-  weftTcpPutBe32(p + 12, h->toRank);
-  weftTcpPutBe32(p + 16, h->stream);
+  weftPutBe64(p, h->connId);
+  weftPutBe32(p + 8, h->fromRank);
+  weftPutBe32(p + 12, h->toRank);
+  weftPutBe32(p + 16, h->stream);
   tcpPutShape(p + 20, &h->shape);
   memcpy(p + 40, h->clientNonce, TCP_NONCE_BYTES);
 }
@@ -101,21 +84,21 @@ static uint64_t tcpHelloMac(const uint8_t *secret, const uint8_t *serverNonce,
 /* hello = magic u32 | mac u64 | payload */
 void weftTcpBuildHello(uint8_t out[TCP_HELLO_BYTES], const uint8_t *secret,
                        const uint8_t *serverNonce, const struct tcpHello *h) {
-  weftTcpPutBe32(out, TCP_HELLO_MAGIC);
+  weftPutBe32(out, TCP_HELLO_MAGIC);
   tcpPutHelloPayload(out + 12, h);
-  weftTcpPutBe64(out + 4, tcpHelloMac(secret, serverNonce, out + 12));
+  weftPutBe64(out + 4, tcpHelloMac(secret, serverNonce, out + 12));
 }
 
 const char *weftTcpOpenHello(const uint8_t hello[TCP_HELLO_BYTES], const uint8_t *secret,
                              const uint8_t *serverNonce, struct tcpHello *h) {
-  if (weftTcpGetBe32(hello) != TCP_HELLO_MAGIC) return "not a weft tcp hello (wrong magic)";
+  if (weftGetBe32(hello) != TCP_HELLO_MAGIC) return "not a weft tcp hello (wrong magic)";
   const uint8_t *p = hello + 12;
-  if (weftTcpGetBe64(hello + 4) != tcpHelloMac(secret, serverNonce, p))
+  if (weftGetBe64(hello + 4) != tcpHelloMac(secret, serverNonce, p))
     return "wrong MAC: it does not hold this communicator's secret";
-  h->connId = weftTcpGetBe64(p);
-  h->fromRank = weftTcpGetBe32(p + 8);
-  h->toRank = weftTcpGetBe32(p + 12);
-  h->stream = weftTcpGetBe32(p + 16);
+  h->connId = weftGetBe64(p);
+  h->fromRank = weftGetBe32(p + 8);
+  h->toRank = weftGetBe32(p + 12);
+  h->stream = weftGetBe32(p + 16);
   tcpGetShape(p + 20, &h->shape);
   memcpy(h->clientNonce, p + 40, TCP_NONCE_BYTES);
   return NULL;
@@ -131,8 +114,8 @@ uint64_t weftTcpAckMac(const uint8_t *secret, const uint8_t *clientNonce,
   p += TCP_NONCE_BYTES;
   memcpy(p, serverNonce, TCP_NONCE_BYTES);
   p += TCP_NONCE_BYTES;
-  weftTcpPutBe64(p, connId);
-  weftTcpPutBe32(p + 8, stream);
+  weftPutBe64(p, connId);
+  weftPutBe32(p + 8, stream);
   return weftSipHash(secret, msg, sizeof msg);
 }
 
@@ -169,9 +152,9 @@ void weftTcpRecordEncode(struct tcpRecord *r, uint32_t reason, const char *note)
   snprintf(text, sizeof text, "%s", note);
   tcpPrintable(text);
   size_t n = strlen(text);
-  weftTcpPutBe32(r->buf, TCP_CLOSE_MARK);
-  weftTcpPutBe32(r->buf + 4, reason);
-  weftTcpPutBe32(r->buf + 8, (uint32_t)n);
+  weftPutBe32(r->buf, TCP_CLOSE_MARK);
+  weftPutBe32(r->buf + 4, reason);
+  weftPutBe32(r->buf + 8, (uint32_t)n);
   memcpy(r->buf + TCP_RECORD_HEAD_BYTES, text, n);
   r->len = TCP_RECORD_HEAD_BYTES + n;
   r->done = 0;
@@ -179,9 +162,9 @@ void weftTcpRecordEncode(struct tcpRecord *r, uint32_t reason, const char *note)
 }
 
 int weftTcpParseRecordHead(const uint8_t *head, uint32_t *reason, size_t *noteLen) {
-  uint32_t n = weftTcpGetBe32(head + 8);
-  if (weftTcpGetBe32(head) != TCP_CLOSE_MARK || n > TCP_NOTE_BYTES) return -1;
-  *reason = weftTcpGetBe32(head + 4);
+  uint32_t n = weftGetBe32(head + 8);
+  if (weftGetBe32(head) != TCP_CLOSE_MARK || n > TCP_NOTE_BYTES) return -1;
+  *reason = weftGetBe32(head + 4);
   *noteLen = n;
   return 0;
 }
