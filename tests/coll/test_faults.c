@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "forked.h"
 #include "harness.h"
 
 static int64_t nowMs(void) {
@@ -36,13 +37,14 @@ struct rankReport {
   volatile long iters;
   char msg[1024];
 };
+enum mode { MODE_LOOP, MODE_MISMATCH_COUNT, MODE_MISMATCH_TYPE, MODE_MISMATCH_OP, MODE_MISMATCH_ALGO };
+
 struct shared {
   struct rankReport r[MAX_RANKS];
   volatile int release; /* ranks that reported stay alive until then (so only the victim is gone) */
   char stderrPath[MAX_RANKS][64]; /* where a rank's stderr goes, when set */
+  enum mode mode;
 };
-
-enum mode { MODE_LOOP, MODE_MISMATCH_COUNT, MODE_MISMATCH_TYPE, MODE_MISMATCH_OP, MODE_MISMATCH_ALGO };
 #define MAX_COUNT 131072
 
 static void rankProcess(struct shared *sh, weftUniqueId id, int rank, int nranks, enum mode mode) {
@@ -99,6 +101,11 @@ struct run {
   int nranks;
 };
 
+static void rankEntry(void *shared, weftUniqueId id, int rank, int nranks) {
+  struct shared *sh = shared;
+  rankProcess(sh, id, rank, nranks, sh->mode);
+}
+
 static void startRanks(struct run *run, int nranks, enum mode mode, int captureStderr) {
   run->nranks = nranks;
   run->sh = mmap(NULL, sizeof *run->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -107,30 +114,8 @@ static void startRanks(struct run *run, int nranks, enum mode mode, int captureS
   for (int r = 0; captureStderr && r < nranks; r++)
     snprintf(run->sh->stderrPath[r], sizeof run->sh->stderrPath[r], "/tmp/weft-faults-%d-%d.log",
              (int)getpid(), r);
-  /* Fork before the bootstrap root thread exists (a child forked while another thread holds
-   * the allocator's lock, as ASan's can be, hangs in malloc); the id follows through a pipe. */
-  int pipes[MAX_RANKS][2];
-  fflush(NULL);
-  for (int r = 0; r < nranks; r++) {
-    cr_assert_eq(pipe(pipes[r]), 0);
-    run->pids[r] = fork();
-    noteChild(run->pids[r]);
-    cr_assert_geq(run->pids[r], 0);
-    if (run->pids[r] == 0) {
-      weftUniqueId id;
-      close(pipes[r][1]);
-      if (read(pipes[r][0], &id, sizeof id) != (ssize_t)sizeof id) _exit(3);
-      close(pipes[r][0]);
-      rankProcess(run->sh, id, r, nranks, mode);
-    }
-    close(pipes[r][0]);
-  }
-  weftUniqueId id;
-  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
-  for (int r = 0; r < nranks; r++) {
-    cr_assert_eq(write(pipes[r][1], &id, sizeof id), (ssize_t)sizeof id);
-    close(pipes[r][1]);
-  }
+  run->sh->mode = mode;
+  forkedLaunch(nranks, rankEntry, run->sh, run->pids);
 }
 
 static void waitStarted(struct run *run) {

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "fault.h"
+#include "forked.h"
 #include "harness.h"
 
 #define NRANKS 4
@@ -48,6 +49,7 @@ struct shared {
   struct report r[NRANKS];
   volatile int64_t firedAtMs; /* set by the victim when its fault first applies */
   volatile int release;       /* ranks that reported stay alive until then */
+  const struct scenario *sc;  /* the children's copy of the test's, inherited by fork */
 };
 
 struct scenario {
@@ -193,34 +195,20 @@ static void clearScenarioEnv(void) {
 
 /* Forks every rank before weftGetUniqueId starts the bootstrap root's thread (a child forked
  * while a thread holds the allocator's lock can hang), then sends each the id. */
+static void rankEntry(void *shared, weftUniqueId id, int rank, int nranks) {
+  struct shared *sh = shared;
+  (void)nranks;
+  rankProcess(sh, sh->sc, id, rank);
+}
+
 static void startRanks(struct run *run, const struct scenario *sc) {
   run->sh = mmap(NULL, sizeof *run->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   cr_assert_neq(run->sh, MAP_FAILED);
   memset(run->sh, 0, sizeof *run->sh);
-  int pipes[NRANKS][2];
+  run->sh->sc = sc;
   setScenarioEnv(sc);
-  fflush(NULL);
-  for (int r = 0; r < NRANKS; r++) {
-    cr_assert_eq(pipe(pipes[r]), 0);
-    run->pids[r] = fork();
-    noteChild(run->pids[r]);
-    cr_assert_geq(run->pids[r], 0);
-    if (run->pids[r] == 0) {
-      weftUniqueId id;
-      close(pipes[r][1]);
-      if (read(pipes[r][0], &id, sizeof id) != (ssize_t)sizeof id) _exit(3);
-      close(pipes[r][0]);
-      rankProcess(run->sh, sc, id, r);
-    }
-    close(pipes[r][0]);
-  }
+  forkedLaunch(NRANKS, rankEntry, run->sh, run->pids);
   clearScenarioEnv();
-  weftUniqueId id;
-  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
-  for (int r = 0; r < NRANKS; r++) {
-    cr_assert_eq(write(pipes[r][1], &id, sizeof id), (ssize_t)sizeof id);
-    close(pipes[r][1]);
-  }
 }
 
 /* Waits (at most timeoutMs) for every rank but `except` to report, then reaps every one:
