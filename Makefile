@@ -1,10 +1,18 @@
 # weft: `make` builds the libraries, the benchmarks and the tests; `make bench` and
 # `make check` also install what a fresh Debian machine is missing (install-deps.sh).
 PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR ?= $(PREFIX)/bin
 CC ?= gcc
 MPICC ?= mpicc
 BUILD := build
-VERSION := 0.1.0
+# The version is include/weft.h's (WEFT_MAJOR/MINOR/PATCH); the SONAME carries the major only.
+weftVersionPart = $(shell sed -n 's/^\#define WEFT_$(1) \([0-9]*\)$$/\1/p' include/weft.h)
+SOMAJOR := $(call weftVersionPart,MAJOR)
+VERSION := $(SOMAJOR).$(call weftVersionPart,MINOR).$(call weftVersionPart,PATCH)
+SONAME := libweft.so.$(SOMAJOR)
+SOFILE := libweft.so.$(VERSION)
 
 HWLOC_CFLAGS := $(shell pkg-config --cflags hwloc 2>/dev/null)
 HWLOC_LIBS := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
@@ -38,9 +46,9 @@ EXAMPLE_BINS := $(patsubst docs/examples/%.c,$(BUILD)/examples/%,$(wildcard docs
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all lib benches tests bench check deps install clean fuzz fuzz-build check-asan check-tsan
+.PHONY: all lib benches tests bench check deps install uninstall clean fuzz fuzz-build check-asan check-tsan
 all: lib benches tests
-lib: $(BUILD)/libweft.so $(BUILD)/libweft.a
+lib: $(BUILD)/libweft.so $(BUILD)/$(SONAME) $(BUILD)/libweft.a
 benches: $(BENCH_BINS) $(EXAMPLE_BINS)
 tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(NET_BINS) $(FAULT_BINS) $(MPI_TEST_BINS)
 
@@ -50,12 +58,18 @@ $(DEPS_STAMP): install-deps.sh
 	@mkdir -p $(BUILD) && touch $@
 deps: $(DEPS_STAMP)
 
+# Library objects: only what include/weft.h declares is exported (WEFT_API, lib/api.h).
 $(BUILD)/%.o: %.c $(wildcard include/*.h lib/*.h lib/*.def transports/*/*.h algorithms/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
 
-$(BUILD)/libweft.so: $(LIB_OBJS)
-	$(CC) -shared -o $@ $^ $(LIBS)
+# libweft.so.X.Y.Z with SONAME libweft.so.X, and the two links a distribution ships.
+$(BUILD)/$(SOFILE): $(LIB_OBJS)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,defs -o $@ $^ $(LIBS)
+$(BUILD)/$(SONAME): $(BUILD)/$(SOFILE)
+	ln -sf $(SOFILE) $@
+$(BUILD)/libweft.so: $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
 $(BUILD)/libweft.a: $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
@@ -135,12 +149,20 @@ check-tsan: $(DEPS_STAMP)
 	  build-tsan/bench/allreduce_perf
 	tests/run-sanitizer.sh tsan build-tsan
 
+# PREFIX, LIBDIR, INCLUDEDIR, BINDIR as a distribution sets them; DESTDIR stages a package.
+INSTALLED := $(LIBDIR)/$(SOFILE) $(LIBDIR)/$(SONAME) $(LIBDIR)/libweft.so $(LIBDIR)/libweft.a \
+  $(INCLUDEDIR)/weft.h $(LIBDIR)/pkgconfig/weft.pc
 install: lib
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 755 $(BUILD)/libweft.so $(DESTDIR)$(PREFIX)/lib/libweft.so
-	install -m 644 $(BUILD)/libweft.a $(DESTDIR)$(PREFIX)/lib/libweft.a
-	install -m 644 include/weft.h $(DESTDIR)$(PREFIX)/include/weft.h
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' weft.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/weft.pc
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 755 $(BUILD)/$(SOFILE) $(DESTDIR)$(LIBDIR)/$(SOFILE)
+	ln -sf $(SOFILE) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libweft.so
+	install -m 644 $(BUILD)/libweft.a $(DESTDIR)$(LIBDIR)/libweft.a
+	install -m 644 include/weft.h $(DESTDIR)$(INCLUDEDIR)/weft.h
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+	  -e 's|@VERSION@|$(VERSION)|g' weft.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/weft.pc
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD) build-asan build-tsan

@@ -387,7 +387,7 @@ static void reduceAll(char *dst, const char *const *inputs, int n, size_t count,
   }
   const char *acc = inputs[0];
   for (int i = 1; i < n - 1; i++) {
-    weftReduce(dst, acc, inputs[i], count, a->type, a->op);
+    weftReduceApply(dst, acc, inputs[i], count, a->type, a->op);
     acc = dst;
   }
   weftReduceFinal(dst, acc, inputs[n - 1], count, a->type, a->op, n);
@@ -508,7 +508,7 @@ static weftResult_t reduceMySlice(struct directState *s, const struct weftCollAr
       const char *peer;
       WEFTCHECK(peerView(s, r, s->ctrl[r].sendAddr + off, n * ts, &peer));
       if (--left == 0) weftReduceFinal(dst, acc, peer, n, a->type, a->op, s->n);
-      else weftReduce(dst, acc, peer, n, a->type, a->op);
+      else weftReduceApply(dst, acc, peer, n, a->type, a->op);
       acc = dst;
     }
   }

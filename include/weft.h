@@ -11,6 +11,13 @@
 extern "C" {
 #endif
 
+/* The library exports these functions and nothing else (it is built with hidden visibility). */
+#if defined(__GNUC__) || defined(__clang__)
+#define WEFT_API __attribute__((visibility("default")))
+#else
+#define WEFT_API
+#endif
+
 #define WEFT_MAJOR 0
 #define WEFT_MINOR 1
 #define WEFT_PATCH 0
@@ -62,15 +69,15 @@ typedef enum {
 } weftRedOp_t;
 
 /* Version as WEFT_VERSION_CODE. */
-weftResult_t weftGetVersion(int *version);
+WEFT_API weftResult_t weftGetVersion(int *version);
 
 /* Called once, by one process; the id is then passed to every rank (MPI_Bcast, a file, ...).
  * Starts the bootstrap root listener in this process. */
-weftResult_t weftGetUniqueId(weftUniqueId *uniqueId);
+WEFT_API weftResult_t weftGetUniqueId(weftUniqueId *uniqueId);
 
 /* Collective over nranks ranks: each rank calls it once with the same id. Blocks until all
  * ranks have arrived or WEFT_TIMEOUT_MS has passed. */
-weftResult_t weftCommInitRank(weftComm_t *comm, int nranks, weftUniqueId commId, int rank);
+WEFT_API weftResult_t weftCommInitRank(weftComm_t *comm, int nranks, weftUniqueId commId, int rank);
 
 /* Options of weftCommInitRankConfig. Start from WEFT_CONFIG_INITIALIZER and change fields;
  * fields left at WEFT_CONFIG_UNDEF_INT take the library default (the environment). */
@@ -103,11 +110,11 @@ typedef struct {
  * result) or an error before the next call on the communicator (another collective meanwhile
  * is weftInvalidUsage; weftCommAbort stops the collective, weftCommDestroy waits for it). The
  * buffers must stay valid until then. */
-weftResult_t weftCommInitRankConfig(weftComm_t *comm, int nranks, weftUniqueId commId, int rank,
-                                    weftConfig_t *config);
+WEFT_API weftResult_t weftCommInitRankConfig(weftComm_t *comm, int nranks, weftUniqueId commId,
+                                             int rank, weftConfig_t *config);
 
 /* Frees every resource of the communicator. The handle must not be used afterwards. */
-weftResult_t weftCommDestroy(weftComm_t comm);
+WEFT_API weftResult_t weftCommDestroy(weftComm_t comm);
 
 /* Frees every resource of the communicator without talking to its peers, whatever state it is
  * in: a non-blocking init still running is stopped, and a collective blocked on comm in
@@ -115,19 +122,19 @@ weftResult_t weftCommDestroy(weftComm_t comm);
  * once those calls have left the library; the handle must not be used afterwards. Peers of an
  * aborted communicator see it as a dead rank (weftRemoteError) or, on a link that cannot tell,
  * a timeout. comm == NULL is a no-op. */
-weftResult_t weftCommAbort(weftComm_t comm);
+WEFT_API weftResult_t weftCommAbort(weftComm_t comm);
 
 /* The communicator's state in *asyncError: weftInProgress while a non-blocking init or
  * collective runs,
  * weftSuccess when usable, else the error that broke it (init failed, or a collective failed:
  * after any collective error the communicator only accepts destroy/abort). The message is in
  * weftGetLastError(comm). */
-weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t *asyncError);
+WEFT_API weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t *asyncError);
 
 /* Completes outstanding operations (collectives are synchronous, so there are none) and
  * refuses further collectives; call weftCommDestroy afterwards. weftInProgress while a
  * non-blocking init runs. */
-weftResult_t weftCommFinalize(weftComm_t comm);
+WEFT_API weftResult_t weftCommFinalize(weftComm_t comm);
 
 /* Flags of weftCommShrink. WEFT_SHRINK_ABORT: comm had an error, or is to be given up: its
  * links are closed first (collectives still blocked on them, here or on peers, return with an
@@ -144,8 +151,8 @@ weftResult_t weftCommFinalize(weftComm_t comm);
  * instead of forming a wrong communicator. config as in weftCommInitRankConfig (NULL: comm's
  * timeout, blocking); comm must stay alive until newcomm's init has completed, and is
  * destroyed or aborted on its own. */
-weftResult_t weftCommShrink(weftComm_t comm, int *excludeRanksList, int excludeRanksCount,
-                            weftComm_t *newcomm, weftConfig_t *config, int shrinkFlags);
+WEFT_API weftResult_t weftCommShrink(weftComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                                     weftComm_t *newcomm, weftConfig_t *config, int shrinkFlags);
 
 /* weft extension (not in NCCL): after a failure, the ranks of comm that are still alive build
  * a new communicator in one call, agreeing among themselves on who is gone, so an elastic
@@ -158,16 +165,16 @@ weftResult_t weftCommShrink(weftComm_t comm, int *excludeRanksList, int excludeR
  * (room for comm's rank count; may be NULL) receives the old ranks left out, ascending, and
  * *excludedCount (may be NULL) their number, once init has passed the agreement (blocking: on
  * return). New ranks keep the old ranks' order. */
-weftResult_t weftCommRecover(weftComm_t comm, weftComm_t *newcomm, weftConfig_t *config,
-                             int *excludedRanks, int *excludedCount);
+WEFT_API weftResult_t weftCommRecover(weftComm_t comm, weftComm_t *newcomm, weftConfig_t *config,
+                                      int *excludedRanks, int *excludedCount);
 
-weftResult_t weftCommCount(const weftComm_t comm, int *count);
-weftResult_t weftCommUserRank(const weftComm_t comm, int *rank);
+WEFT_API weftResult_t weftCommCount(const weftComm_t comm, int *count);
+WEFT_API weftResult_t weftCommUserRank(const weftComm_t comm, int *rank);
 
 /* recvbuff[i] = op over ranks of sendbuff[i], for i < count. sendbuff == recvbuff is in-place. */
-weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
-                           weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
-                           weftStream_t stream);
+WEFT_API weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                    weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
+                                    weftStream_t stream);
 
 /* weft extension (not in NCCL): *name = the algorithm ("ring", "tree", "hier", "direct", ...)
  * that weftAllReduce on this communicator would run for count elements of datatype: the
@@ -175,14 +182,36 @@ weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
  * count 0, where weftAllReduce returns at once. The string is static: never freed, valid
  * after the communicator is destroyed. Not collective; runs nothing. Errors as weftAllReduce's
  * (weftInvalidArgument for a NULL name, an unknown datatype or an overflowing count). */
-weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count, weftDataType_t datatype,
-                                  const char **name);
+WEFT_API weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count,
+                                           weftDataType_t datatype, const char **name);
 
-const char *weftGetErrorString(weftResult_t result);
+WEFT_API const char *weftGetErrorString(weftResult_t result);
 
 /* The message of the last error seen by this communicator (or by this thread when comm is
  * NULL or no longer valid). Never NULL. */
-const char *weftGetLastError(weftComm_t comm);
+WEFT_API const char *weftGetLastError(weftComm_t comm);
+
+/* The profiling interface, as NCCL's pncclX: pweftX is the library's own weftX under a second
+ * name. A tool that defines weftX itself (in the program, or in a library loaded before weft)
+ * replaces weft's, and reaches the real one through pweftX. */
+#if defined(__GNUC__) || defined(__clang__)
+WEFT_API __typeof__(weftGetVersion) pweftGetVersion;
+WEFT_API __typeof__(weftGetUniqueId) pweftGetUniqueId;
+WEFT_API __typeof__(weftCommInitRank) pweftCommInitRank;
+WEFT_API __typeof__(weftCommInitRankConfig) pweftCommInitRankConfig;
+WEFT_API __typeof__(weftCommDestroy) pweftCommDestroy;
+WEFT_API __typeof__(weftCommAbort) pweftCommAbort;
+WEFT_API __typeof__(weftCommGetAsyncError) pweftCommGetAsyncError;
+WEFT_API __typeof__(weftCommFinalize) pweftCommFinalize;
+WEFT_API __typeof__(weftCommShrink) pweftCommShrink;
+WEFT_API __typeof__(weftCommRecover) pweftCommRecover;
+WEFT_API __typeof__(weftCommCount) pweftCommCount;
+WEFT_API __typeof__(weftCommUserRank) pweftCommUserRank;
+WEFT_API __typeof__(weftAllReduce) pweftAllReduce;
+WEFT_API __typeof__(weftCommGetAlgorithm) pweftCommGetAlgorithm;
+WEFT_API __typeof__(weftGetErrorString) pweftGetErrorString;
+WEFT_API __typeof__(weftGetLastError) pweftGetLastError;
+#endif
 
 #ifdef __cplusplus
 }

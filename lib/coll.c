@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "api.h"
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
@@ -123,9 +124,9 @@ static weftResult_t allReduceStart(struct weftComm *comm, const struct weftCollA
 }
 
 /* The AllReduce entry point: validate, then run (or start, on a non-blocking communicator). */
-weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
-                           weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
-                           weftStream_t stream) {
+WEFT_PUBLIC weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                       weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
+                                       weftStream_t stream) {
   (void)stream;
   WEFTCHECK(weftCheckComm(comm, "weftAllReduce"));
   struct weftCollArgs args = {sendbuff, recvbuff, count, 0, datatype, op, comm->opSeq};
@@ -135,3 +136,4 @@ weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   if (count == 0) return weftSuccess;
   return comm->nonblocking ? allReduceStart(comm, &args) : allReduceRun(comm, args);
 }
+WEFT_PROFILING_ALIAS(weftAllReduce);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
@@ -24,17 +25,19 @@ weftResult_t weftReportTo(struct weftComm *comm, weftResult_t rc) {
   return rc;
 }
 
-weftResult_t weftGetVersion(int *version) {
+WEFT_PUBLIC weftResult_t weftGetVersion(int *version) {
   if (version == NULL) return weftSetError(weftInvalidArgument, "weftGetVersion: version is NULL");
   *version = WEFT_VERSION_CODE;
   return weftSuccess;
 }
+WEFT_PROFILING_ALIAS(weftGetVersion);
 
-weftResult_t weftGetUniqueId(weftUniqueId *uniqueId) {
+WEFT_PUBLIC weftResult_t weftGetUniqueId(weftUniqueId *uniqueId) {
   weftLogInit();
   if (uniqueId == NULL) return weftSetError(weftInvalidArgument, "weftGetUniqueId: uniqueId is NULL");
   return weftBootstrapGetUniqueId(uniqueId);
 }
+WEFT_PROFILING_ALIAS(weftGetUniqueId);
 
 static weftResult_t findLocalRanks(struct weftComm *comm) {
   uint64_t mine = comm->peers[comm->rank].hostHash;
@@ -244,8 +247,8 @@ weftResult_t weftConfigRead(const weftConfig_t *config, int *blocking, int64_t *
   return weftSuccess;
 }
 
-weftResult_t weftCommInitRankConfig(weftComm_t *out, int nranks, weftUniqueId commId, int rank,
-                                    weftConfig_t *config) {
+WEFT_PUBLIC weftResult_t weftCommInitRankConfig(weftComm_t *out, int nranks, weftUniqueId commId,
+                                                int rank, weftConfig_t *config) {
   weftLogInit();
   weftClearThreadError();
   int64_t timeoutMs = weftParamTimeoutMs();
@@ -259,6 +262,7 @@ weftResult_t weftCommInitRankConfig(weftComm_t *out, int nranks, weftUniqueId co
   comm->nonblocking = !blocking;
   return weftCommStartInit(comm, blocking, out);
 }
+WEFT_PROFILING_ALIAS(weftCommInitRankConfig);
 
 struct weftComm *weftCommAlloc(int rank, int nranks, int64_t timeoutMs) {
   struct weftComm *comm = calloc(1, sizeof *comm);
@@ -298,15 +302,17 @@ fail:
   return rc;
 }
 
-weftResult_t weftCommInitRank(weftComm_t *out, int nranks, weftUniqueId commId, int rank) {
+WEFT_PUBLIC weftResult_t weftCommInitRank(weftComm_t *out, int nranks, weftUniqueId commId,
+                                          int rank) {
   return weftCommInitRankConfig(out, nranks, commId, rank, NULL);
 }
+WEFT_PROFILING_ALIAS(weftCommInitRank);
 
 static void joinInitThread(struct weftComm *comm) {
   if (atomic_exchange(&comm->initThreadStarted, 0)) pthread_join(comm->initThread, NULL);
 }
 
-weftResult_t weftCommDestroy(weftComm_t comm) {
+WEFT_PUBLIC weftResult_t weftCommDestroy(weftComm_t comm) {
   if (comm == NULL) return weftSetError(weftInvalidArgument, "weftCommDestroy: comm is NULL");
   if (!weftCommIsLive(comm))
     return weftSetError(weftInvalidUsage, "weftCommDestroy: comm %p is not live (destroyed twice?)",
@@ -317,12 +323,13 @@ weftResult_t weftCommDestroy(weftComm_t comm) {
   commFree(comm);
   return weftSuccess;
 }
+WEFT_PROFILING_ALIAS(weftCommDestroy);
 
 weftResult_t weftAbortedError(const struct weftComm *comm) {
   return weftSetError(weftRemoteError, "rank %d: communicator aborted (weftCommAbort)", comm->rank);
 }
 
-weftResult_t weftCommAbort(weftComm_t comm) {
+WEFT_PUBLIC weftResult_t weftCommAbort(weftComm_t comm) {
   if (comm == NULL) return weftSuccess;
   if (!weftCommIsLive(comm))
     return weftSetError(weftInvalidUsage, "weftCommAbort: comm %p is not live (destroyed twice?)",
@@ -344,8 +351,9 @@ weftResult_t weftCommAbort(weftComm_t comm) {
   commFree(comm);
   return weftSuccess;
 }
+WEFT_PROFILING_ALIAS(weftCommAbort);
 
-weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t *asyncError) {
+WEFT_PUBLIC weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t *asyncError) {
   WEFTCHECK(weftCheckComm(comm, "weftCommGetAsyncError"));
   if (asyncError == NULL)
     return weftReportTo(comm, weftSetError(weftInvalidArgument, "weftCommGetAsyncError: asyncError is NULL"));
@@ -356,8 +364,9 @@ weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t *asyncError) {
   *asyncError = rc;
   return weftSuccess;
 }
+WEFT_PROFILING_ALIAS(weftCommGetAsyncError);
 
-weftResult_t weftCommFinalize(weftComm_t comm) {
+WEFT_PUBLIC weftResult_t weftCommFinalize(weftComm_t comm) {
   WEFTCHECK(weftCheckComm(comm, "weftCommFinalize"));
   weftResult_t state = (weftResult_t)atomic_load(&comm->asyncError);
   if (state == weftInProgress || atomic_load(&comm->opInFlight)) return weftInProgress;
@@ -365,6 +374,7 @@ weftResult_t weftCommFinalize(weftComm_t comm) {
   comm->finalized = 1;
   return weftSuccess;
 }
+WEFT_PROFILING_ALIAS(weftCommFinalize);
 
 int weftProcessGone(int pid) {
   if (kill(pid, 0) != 0) return errno == ESRCH;
@@ -412,21 +422,23 @@ void weftCommCloseLinks(struct weftComm *comm, weftResult_t rc) {
   for (int a = 0; weftAlgos[a] != NULL; a++) comm->algoState[a] = NULL;
 }
 
-weftResult_t weftCommCount(const weftComm_t comm, int *count) {
+WEFT_PUBLIC weftResult_t weftCommCount(const weftComm_t comm, int *count) {
   WEFTCHECK(weftCheckComm(comm, "weftCommCount"));
   if (count == NULL) return weftReportTo(comm, weftSetError(weftInvalidArgument, "weftCommCount: count is NULL"));
   *count = comm->nranks;
   return weftSuccess;
 }
+WEFT_PROFILING_ALIAS(weftCommCount);
 
-weftResult_t weftCommUserRank(const weftComm_t comm, int *rank) {
+WEFT_PUBLIC weftResult_t weftCommUserRank(const weftComm_t comm, int *rank) {
   WEFTCHECK(weftCheckComm(comm, "weftCommUserRank"));
   if (rank == NULL) return weftReportTo(comm, weftSetError(weftInvalidArgument, "weftCommUserRank: rank is NULL"));
   *rank = comm->rank;
   return weftSuccess;
 }
+WEFT_PROFILING_ALIAS(weftCommUserRank);
 
-const char *weftGetErrorString(weftResult_t result) {
+WEFT_PUBLIC const char *weftGetErrorString(weftResult_t result) {
   switch (result) {
     case weftSuccess: return "no error";
     case weftUnhandledCudaError: return "unhandled cuda error";
@@ -440,9 +452,11 @@ const char *weftGetErrorString(weftResult_t result) {
     default: return "unknown result code";
   }
 }
+WEFT_PROFILING_ALIAS(weftGetErrorString);
 
-const char *weftGetLastError(weftComm_t comm) {
+WEFT_PUBLIC const char *weftGetLastError(weftComm_t comm) {
   if (comm != NULL && weftCommIsLive(comm)) return comm->lastError;
   return weftThreadLastError();
 }
+WEFT_PROFILING_ALIAS(weftGetLastError);
 

@@ -231,7 +231,7 @@ static void reduceInputs(struct weftPrims *p, void *out, const char *src, const 
   const void *acc = src;
   for (int i = 0; i < p->nrecv; i++) {
     if (final && i == p->nrecv - 1) weftReduceFinal(out, acc, in[i], n, p->type, p->op, p->divisor);
-    else weftReduce(out, acc, in[i], n, p->type, p->op);
+    else weftReduceApply(out, acc, in[i], n, p->type, p->op);
     acc = out;
   }
 }

@@ -574,11 +574,11 @@ const char *weftReduceKernelName(void) { return kernels()->name; }
  * nranks below 1 would divide by zero: treat it as 1. */
 static int checkArgs(weftDataType_t type, weftRedOp_t op) {
   if (validType(type) && validOp(op)) return 1;
-  WARN("weftReduce: invalid datatype %d or op %d", (int)type, (int)op);
+  WARN("weftReduceApply: invalid datatype %d or op %d", (int)type, (int)op);
   return 0;
 }
 
-void weftReduce(void *dst, const void *a, const void *b, size_t count, weftDataType_t type,
+void weftReduceApply(void *dst, const void *a, const void *b, size_t count, weftDataType_t type,
                 weftRedOp_t op) {
   if (count == 0 || !checkArgs(type, op)) return;
   if (op == weftAvg) op = weftSum;

@@ -14,10 +14,10 @@ const char *weftOpName(weftRedOp_t op);
 
 /* dst[i] = a[i] op b[i], i < count. dst may equal a or b (not partially overlap).
  * weftAvg reduces as weftSum here. */
-void weftReduce(void *dst, const void *a, const void *b, size_t count, weftDataType_t type,
+void weftReduceApply(void *dst, const void *a, const void *b, size_t count, weftDataType_t type,
                 weftRedOp_t op);
 
-/* The last reduction of an AllReduce: as weftReduce, but for weftAvg the result is
+/* The last reduction of an AllReduce: as weftReduceApply, but for weftAvg the result is
  * (a + b) / nranks, computed before the one rounding to the type. */
 void weftReduceFinal(void *dst, const void *a, const void *b, size_t count,
                      weftDataType_t type, weftRedOp_t op, int nranks);

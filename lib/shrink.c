@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api.h"
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
@@ -191,8 +192,9 @@ static weftResult_t startChild(struct weftComm *parent, struct weftSplit *s, int
   return weftCommStartInit(child, blocking, newcomm);
 }
 
-weftResult_t weftCommShrink(weftComm_t comm, int *excludeRanksList, int excludeRanksCount,
-                            weftComm_t *newcomm, weftConfig_t *config, int shrinkFlags) {
+WEFT_PUBLIC weftResult_t weftCommShrink(weftComm_t comm, int *excludeRanksList,
+                                        int excludeRanksCount, weftComm_t *newcomm,
+                                        weftConfig_t *config, int shrinkFlags) {
   weftLogInit();
   weftClearThreadError();
   WEFTCHECK(checkParent(comm, newcomm, "weftCommShrink"));
@@ -216,9 +218,10 @@ weftResult_t weftCommShrink(weftComm_t comm, int *excludeRanksList, int excludeR
        s->n, (unsigned long long)s->epoch);
   return startChild(comm, s, me, s->n, config, newcomm);
 }
+WEFT_PROFILING_ALIAS(weftCommShrink);
 
-weftResult_t weftCommRecover(weftComm_t comm, weftComm_t *newcomm, weftConfig_t *config,
-                             int *excludedRanks, int *excludedCount) {
+WEFT_PUBLIC weftResult_t weftCommRecover(weftComm_t comm, weftComm_t *newcomm, weftConfig_t *config,
+                                         int *excludedRanks, int *excludedCount) {
   weftLogInit();
   weftClearThreadError();
   WEFTCHECK(checkParent(comm, newcomm, "weftCommRecover"));
@@ -230,3 +233,4 @@ weftResult_t weftCommRecover(weftComm_t comm, weftComm_t *newcomm, weftConfig_t 
   /* The rank and size are known once the survivors agree (weftSplitBootstrap). */
   return startChild(comm, s, comm->rank, comm->nranks, config, newcomm);
 }
+WEFT_PROFILING_ALIAS(weftCommRecover);

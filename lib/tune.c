@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api.h"
 #include "check.h"
 #include "core.h"
 #include "log.h"
@@ -59,8 +60,8 @@ int weftTuneChoose(struct weftComm *comm, size_t count, size_t bytes) {
 
 /* weft extension: what weftAllReduce would run, by name. The same argument checks as
  * weftAllReduce (without buffers) and the same tuner call; it runs and sends nothing. */
-weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count, weftDataType_t datatype,
-                                  const char **name) {
+WEFT_PUBLIC weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count,
+                                              weftDataType_t datatype, const char **name) {
   WEFTCHECK(weftCheckComm(comm, "weftCommGetAlgorithm"));
   if (name == NULL)
     return weftReportTo(comm, weftSetError(weftInvalidArgument, "weftCommGetAlgorithm: name is NULL"));
@@ -76,3 +77,4 @@ weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count, weftDataT
   *name = count == 0 ? "none" : weftAlgos[weftTuneChoose(comm, count, bytes)]->name;
   return weftSuccess;
 }
+WEFT_PROFILING_ALIAS(weftCommGetAlgorithm);

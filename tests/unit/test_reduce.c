@@ -97,7 +97,7 @@ static const char *modeName[] = {"weftReduce", "weftReduceFinal", "weftReduceFin
 
 static void runLib(enum mode m, void *dst, const void *a, const void *b, size_t n,
                    weftDataType_t t, weftRedOp_t op, int nranks) {
-  if (m == REDUCE) weftReduce(dst, a, b, n, t, op);
+  if (m == REDUCE) weftReduceApply(dst, a, b, n, t, op);
   else if (m == FINAL) weftReduceFinal(dst, a, b, n, t, op, nranks);
   else weftReduceFinalCopy(dst, a, n, t, op, nranks);
 }
@@ -488,7 +488,7 @@ Test(reduce, software_half_matches_f16c) {
 #endif
 }
 
-/* ---- Corner cases through weftReduce ------------------------------------------------------ */
+/* ---- Corner cases through weftReduceApply ---------------------------------------------- */
 
 /* Runs each case replicated over 100 elements, so both the vector body and the tail see it. */
 #define REP 100
