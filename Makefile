@@ -41,13 +41,16 @@ MPI_TEST_SRCS := $(wildcard tests/mpi/*.c)
 MPI_TEST_BINS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(MPI_TEST_SRCS))
 TEST_COMMON := $(wildcard tests/common/*.c)
 BENCH_BINS := $(BUILD)/bench/allreduce_perf $(BUILD)/bench/mpi_allreduce_perf
+# Installed commands (tools/*.c), linked with libweft.a: they print the library's own tables.
+TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 # Programs of the documentation (docs/examples), built and run by make check.
 EXAMPLE_BINS := $(patsubst docs/examples/%.c,$(BUILD)/examples/%,$(wildcard docs/examples/*.c))
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all lib benches tests bench check deps install uninstall clean fuzz fuzz-build check-asan check-tsan
-all: lib benches tests
+.PHONY: all lib tools benches tests bench check deps install uninstall clean env-doc FORCE fuzz fuzz-build check-asan check-tsan
+all: lib tools benches tests
+tools: $(TOOL_BINS)
 lib: $(BUILD)/libweft.so $(BUILD)/$(SONAME) $(BUILD)/libweft.a
 benches: $(BENCH_BINS) $(EXAMPLE_BINS)
 tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(NET_BINS) $(FAULT_BINS) $(MPI_TEST_BINS)
@@ -61,7 +64,15 @@ deps: $(DEPS_STAMP)
 # Library objects: only what include/weft.h declares is exported (WEFT_API, lib/api.h).
 $(BUILD)/%.o: %.c $(wildcard include/*.h lib/*.h lib/*.def transports/*/*.h algorithms/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -fvisibility=hidden $(OBJ_CFLAGS) -c $< -o $@
+
+# The source revision in the version banner: lib/version.o alone is rebuilt when it changes.
+GIT_REV := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/.git-rev: FORCE
+	@mkdir -p $(BUILD) && (echo '$(GIT_REV)' | cmp -s - $@ || echo '$(GIT_REV)' > $@)
+$(BUILD)/lib/version.o: $(BUILD)/.git-rev
+$(BUILD)/lib/version.o: OBJ_CFLAGS = -DWEFT_GIT_REV='"$(GIT_REV)"'
+FORCE:
 
 # libweft.so.X.Y.Z with SONAME libweft.so.X, and the two links a distribution ships.
 $(BUILD)/$(SOFILE): $(LIB_OBJS)
@@ -76,6 +87,18 @@ $(BUILD)/libweft.a: $(LIB_OBJS)
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libweft.a include/weft.h
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) $< -o $@ $(BUILD)/libweft.a $(LIBS)
+
+$(BUILD)/tools/%: tools/%.c $(BUILD)/libweft.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(BUILD)/libweft.a $(LIBS)
+
+# docs/env.md's table, regenerated from lib/params.def (tests/unit/test_settings.c compares).
+env-doc: $(BUILD)/tools/weft-info
+	$(BUILD)/tools/weft-info --env-md > $(BUILD)/env-table.md
+	awk -v table=$(BUILD)/env-table.md '/^<!-- end of the generated table -->/ { skip = 0 } \
+	  !skip { print } /^<!-- weft-info --env-md: generated, do not edit -->/ { \
+	  while ((getline line < table) > 0) print line; skip = 1 }' docs/env.md > $(BUILD)/env.md
+	mv $(BUILD)/env.md docs/env.md
 
 $(BUILD)/examples/%: docs/examples/%.c $(BUILD)/libweft.a include/weft.h
 	@mkdir -p $(dir $@)
@@ -151,9 +174,10 @@ check-tsan: $(DEPS_STAMP)
 
 # PREFIX, LIBDIR, INCLUDEDIR, BINDIR as a distribution sets them; DESTDIR stages a package.
 INSTALLED := $(LIBDIR)/$(SOFILE) $(LIBDIR)/$(SONAME) $(LIBDIR)/libweft.so $(LIBDIR)/libweft.a \
-  $(INCLUDEDIR)/weft.h $(LIBDIR)/pkgconfig/weft.pc
-install: lib
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+  $(INCLUDEDIR)/weft.h $(LIBDIR)/pkgconfig/weft.pc $(patsubst $(BUILD)/tools/%,$(BINDIR)/%,$(TOOL_BINS))
+install: lib tools
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR)
+	install -m 755 $(TOOL_BINS) $(DESTDIR)$(BINDIR)/
 	install -m 755 $(BUILD)/$(SOFILE) $(DESTDIR)$(LIBDIR)/$(SOFILE)
 	ln -sf $(SOFILE) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libweft.so

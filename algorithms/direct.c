@@ -28,6 +28,7 @@
  * segment's fail word: the first rank that finds a peer dead (or is aborted) writes it there,
  * so every other waiter fails within milliseconds, wherever it waits. A timeout names every
  * rank that had not arrived and the operation it was at. */
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,7 +156,8 @@ static weftResult_t directFinalize(void *state);
 static weftResult_t directInit(struct weftComm *comm, void **state, char *why, size_t whyLen) {
   *state = NULL;
   if (comm->nLocalRanks != comm->nranks) {
-    snprintf(why, whyLen, "ranks span %d hosts", comm->nHosts);
+    snprintf(why, whyLen, "it needs every rank on one host (shared memory), and the ranks span %d "
+             "hosts", comm->nHosts);
     return weftSuccess;
   }
   int64_t chunk = weftParamDirectChunkBytes();

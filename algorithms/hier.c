@@ -82,8 +82,15 @@ static weftResult_t hierInit(struct weftComm *comm, void **state, char *why, siz
   if (hostOf == NULL) return weftSetError(weftSystemError, "out of memory");
   int m = 0, h = hostLayout(comm, hostOf, &m);
   if (h < 2 || m < 2) {
-    snprintf(why, whyLen, h < 0 ? "hosts hold different numbers of ranks"
-                                : h < 2 ? "one host" : "one rank per host");
+    if (h < 0)
+      snprintf(why, whyLen, "it needs every host to hold the same number of ranks, and the hosts "
+               "of these %d ranks hold different numbers", comm->nranks);
+    else if (h < 2)
+      snprintf(why, whyLen, "it needs 2 or more hosts, and all %d ranks share one host",
+               comm->nranks);
+    else
+      snprintf(why, whyLen, "it needs 2 or more ranks per host, and each of the %d hosts holds one",
+               h);
     free(hostOf);
     return weftSuccess;
   }

@@ -14,9 +14,10 @@
  *   root -> rank:  reply = magic u32 | type u32 | arg u32 | bodyLen u32 | mac u64 | body
  *                  mac   = SipHash(secret, 'R' || clientNonce || serverNonce || seq u32 ||
  *                                  the 16 header bytes before mac || SipHash(secret, 'B' || body))
- *                  STATUS: arg = ranks registered so far (for timeout messages)
+ *                  STATUS: arg = ranks registered so far, body = the lowest ranks not yet
+ *                          registered (up to 16 u32, ascending; for timeout messages)
  *                  TABLE:  arg = nranks, body = every rank's listen address, by rank
- *                  ABORT:  the root timed out; arg = ranks registered
+ *                  ABORT:  the root timed out; arg and body as STATUS
  *                  LOST:   rank arg left before every rank had registered (died, aborted or
  *                          gave up); body = its listen address. The root stops after it.
  *                  seq counts the replies on the connection, so none can be replayed or dropped.
@@ -75,6 +76,10 @@ enum replyType { REPLY_STATUS = 1, REPLY_TABLE = 2, REPLY_ABORT = 3, REPLY_LOST 
 /* Least time between two progress reports from the root to one rank: they only feed timeout
  * messages, and one per registration would be quadratic in the rank count. */
 #define STATUS_INTERVAL_MS 100
+/* Ranks not yet registered that a STATUS or ABORT names: enough to find the culprits, and a
+ * body that stays small however many ranks there are. Recomputed at most every
+ * STATUS_INTERVAL_MS, so a scan of the ranks is not paid per reply. */
+#define MISSING_LISTED 16
 #define MAX_RANKS (1 << 20)
 #define CONNECT_BACKOFF_MIN_MS 10
 #define CONNECT_BACKOFF_MAX_MS 500
@@ -528,7 +533,8 @@ struct rootClient {
   uint8_t serverNonce[NONCE_BYTES], clientNonce[NONCE_BYTES];
   uint32_t seq; /* replies queued so far */
   uint8_t head[REPLY_HEADER_BYTES];
-  const uint8_t *body; /* the shared table, never copied per rank */
+  const uint8_t *body; /* the shared table, never copied per rank, or missing[] */
+  uint8_t missing[4 * MISSING_LISTED]; /* this client's copy of a STATUS or ABORT body */
   size_t bodyLen;
   size_t sent; /* of head, then body */
   int reportedCount;
@@ -547,7 +553,7 @@ struct root {
   int registered;
   int distributing;
   uint8_t *table; /* nranks addresses */
-  uint64_t tableDigest, emptyDigest;
+  uint64_t tableDigest;
   struct rootClient **byRank;
   struct pendingSet pending;
   struct pollList polls; /* [listener][registered ranks...][pending...] */
@@ -557,6 +563,9 @@ struct root {
   int toldLost;                 /* ranks told so (their connections then closed) */
   uint8_t lostAddr[ADDR_BYTES]; /* the LOST replies' body */
   uint64_t lostDigest;
+  uint8_t missing[4 * MISSING_LISTED]; /* the lowest unregistered ranks, as STATUS bodies say */
+  size_t missingBytes;
+  int64_t missingAtMs; /* when missing[] was computed; -1: never */
 };
 
 static int clientIdle(const struct rootClient *c) {
@@ -623,6 +632,33 @@ static void rootFlush(struct root *r, int rank) {
   }
 }
 
+/* Refreshes r->missing (at most every STATUS_INTERVAL_MS, or at once when force). */
+static void rootNoteMissing(struct root *r, int64_t now, int force) {
+  if (!force && r->missingAtMs >= 0 && now - r->missingAtMs < STATUS_INTERVAL_MS) return;
+  r->missingBytes = 0;
+  for (int rank = 0; rank < r->nranks && r->missingBytes < sizeof r->missing; rank++)
+    if (r->byRank[rank] == NULL) {
+      weftPutBe32(r->missing + r->missingBytes, (uint32_t)rank);
+      r->missingBytes += 4;
+    }
+  r->missingAtMs = now;
+}
+
+/* Queues a STATUS or ABORT: the count and the lowest ranks still missing. */
+static void rootQueueStatus(struct root *r, struct rootClient *c, uint32_t type) {
+  memcpy(c->missing, r->missing, r->missingBytes);
+  clientQueue(r, c, type, (uint32_t)r->registered, c->missing, r->missingBytes,
+              bodyDigest(r->secret, c->missing, r->missingBytes));
+}
+
+/* "1, 3, 7" from a STATUS body of n bytes. */
+static void missingText(const uint8_t *body, size_t n, char *buf, size_t len) {
+  size_t o = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i + 4 <= n && o < len; i += 4)
+    o += (size_t)snprintf(buf + o, len - o, "%s%u", i ? ", " : "", weftGetBe32(body + i));
+}
+
 /* Queues, on every idle connection, the table when it is ready, else a progress report. */
 static void rootQueueReplies(struct root *r, int64_t now) {
   size_t tableBytes = (size_t)r->nranks * ADDR_BYTES;
@@ -637,7 +673,8 @@ static void rootQueueReplies(struct root *r, int64_t now) {
       c->tableQueued = 1;
     } else if (!r->distributing && c->reportedCount != r->registered &&
                now - c->lastStatusMs >= STATUS_INTERVAL_MS) {
-      clientQueue(r, c, REPLY_STATUS, (uint32_t)r->registered, NULL, 0, r->emptyDigest);
+      rootNoteMissing(r, now, 0);
+      rootQueueStatus(r, c, REPLY_STATUS);
       c->reportedCount = r->registered;
       c->lastStatusMs = now;
     } else {
@@ -806,14 +843,17 @@ static void rootGiveUp(struct root *r) {
          elapsed, rootOpenClients(r));
     return;
   }
-  WARN(
-      "bootstrap root at %s: %d of %d ranks had not registered after %lld ms (WEFT_TIMEOUT_MS); "
-      "giving up",
-      r->name, r->nranks - r->registered, r->nranks, elapsed);
+  rootNoteMissing(r, weftNowMs(), 1);
+  char missing[256];
+  missingText(r->missing, r->missingBytes, missing, sizeof missing);
+  int unlisted = r->nranks - r->registered - (int)(r->missingBytes / 4);
+  WARN("bootstrap root at %s: %d of %d ranks had not registered after %lld ms (WEFT_TIMEOUT_MS): "
+       "rank%s %s%s; giving up", r->name, r->nranks - r->registered, r->nranks, elapsed,
+       r->nranks - r->registered > 1 ? "s" : "", missing, unlisted > 0 ? ", ..." : "");
   for (int rank = 0; rank < r->nranks; rank++) {
     struct rootClient *c = r->byRank[rank];
     if (c == NULL || !clientIdle(c)) continue;
-    clientQueue(r, c, REPLY_ABORT, (uint32_t)r->registered, NULL, 0, r->emptyDigest);
+    rootQueueStatus(r, c, REPLY_ABORT);
     (void)clientFlush(c);
   }
 }
@@ -883,12 +923,12 @@ static weftResult_t startRoot(const union weftSockAddr *addr, const uint8_t *sec
     return res;
   }
   memcpy(r->secret, secret, SECRET_BYTES);
-  r->emptyDigest = bodyDigest(r->secret, NULL, 0);
   weftSockAddrName(&local, r->name);
   snprintf(r->pending.owner, sizeof r->pending.owner, "root at %s", r->name);
   r->startMs = weftNowMs();
   r->deadlineMs = deadlineMs;
   r->lost = -1;
+  r->missingAtMs = -1;
   pthread_attr_t attr;
   pthread_t thread;
   pthread_attr_init(&attr);
@@ -986,8 +1026,21 @@ struct registration {
   uint8_t serverNonce[NONCE_BYTES], clientNonce[NONCE_BYTES];
   uint32_t seq;   /* replies received */
   int registered; /* the root's highest count; -1 before any */
+  char missing[192]; /* the ranks the root listed as missing at that count ("1, 3") */
   int64_t startMs, deadlineMs;
 };
+
+/* "N of M ranks had not registered ...: ranks 1, 3". */
+static weftResult_t missingError(const struct registration *reg, const char *rootGaveUp,
+                                 long long elapsed) {
+  int missing = reg->b->nranks - reg->registered, listed = 1;
+  for (const char *p = reg->missing; *p; p++) listed += *p == ',';
+  return weftSetError(
+      weftTimeout, "bootstrap: %s%d of %d ranks had not registered with the root at %s after %lld "
+      "ms: rank%s %s%s", rootGaveUp, missing, reg->b->nranks, reg->rv->rootName, elapsed,
+      missing > 1 ? "s" : "", reg->missing[0] ? reg->missing : "(not yet listed by the root)",
+      reg->missing[0] && missing > listed ? ", ..." : "");
+}
 
 static weftResult_t registrationWaitError(const struct registration *reg, int rc,
                                           const char *what) {
@@ -1008,10 +1061,7 @@ static weftResult_t registrationWaitError(const struct registration *reg, int rc
         weftTimeout, "bootstrap: rank %d had no answer from the root at %s after %lld ms (%s)",
         b->rank, reg->rv->rootName, elapsed, weftSockStatusText(rc, text, sizeof text));
   if (reg->registered < b->nranks)
-    return weftSetError(
-        weftTimeout,
-        "bootstrap: %d of %d ranks had not registered with the root at %s after %lld ms",
-        b->nranks - reg->registered, b->nranks, reg->rv->rootName, elapsed);
+    return missingError(reg, "", elapsed);
   return weftSetError(
       weftTimeout,
       "bootstrap: rank %d timed out after %lld ms receiving the rank table from the root at %s",
@@ -1045,10 +1095,13 @@ int weftBootstrapParseReplyHeader(const uint8_t *head, int nranks,
   *arg = weftGetBe32(head + 8);
   *bodyLen = weftGetBe32(head + 12);
   if (weftGetBe32(head) != REPLY_MAGIC || *type < REPLY_STATUS || *type > REPLY_LOST) return -1;
-  size_t expected = *type == REPLY_TABLE ? (size_t)nranks * ADDR_BYTES
-                    : *type == REPLY_LOST ? ADDR_BYTES
-                                          : 0;
-  if (*bodyLen != expected) return -1;
+  if (*type == REPLY_STATUS || *type == REPLY_ABORT) {
+    /* a list of missing ranks: whole u32s, at most MISSING_LISTED of them and of nranks */
+    if (*bodyLen % 4 != 0 || *bodyLen > 4 * MISSING_LISTED || *bodyLen / 4 > (size_t)nranks)
+      return -1;
+  } else if (*bodyLen != (*type == REPLY_TABLE ? (size_t)nranks * ADDR_BYTES : ADDR_BYTES)) {
+    return -1;
+  }
   /* arg counts ranks: the table's is nranks, a progress report's at most nranks; a lost
    * rank is one of them. */
   if (*type == REPLY_TABLE) return *arg != (uint32_t)nranks ? -1 : 0;
@@ -1067,9 +1120,10 @@ int weftBootstrapCheckReplyMac(const uint8_t *secret, const uint8_t *clientNonce
 
 /* Receives one reply; on success *body holds its body (the caller frees it). */
 static weftResult_t receiveReply(struct registration *reg, uint32_t *type, uint32_t *arg,
-                                 uint8_t **body) {
+                                 uint8_t **body, size_t *bodyLenOut) {
   uint8_t head[REPLY_HEADER_BYTES];
   *body = NULL;
+  *bodyLenOut = 0;
   int rc = weftSocketRecvAll(reg->fd, head, sizeof head, reg->deadlineMs);
   if (rc != 0) return registrationWaitError(reg, rc, "waiting for the rank table");
   size_t bodyLen = 0;
@@ -1085,6 +1139,7 @@ static weftResult_t receiveReply(struct registration *reg, uint32_t *type, uint3
     rc = weftSocketRecvAll(reg->fd, *body, bodyLen, reg->deadlineMs);
     if (rc != 0) return registrationWaitError(reg, rc, "receiving the rank table");
   }
+  *bodyLenOut = bodyLen;
   if (weftBootstrapCheckReplyMac(reg->rv->secret, reg->clientNonce, reg->serverNonce, reg->seq++,
                                  head, *body, bodyLen) != 0)
     return weftSetError(
@@ -1105,24 +1160,37 @@ static weftResult_t lostError(const struct registration *reg, uint32_t lost, con
                       lost, name, reg->b->nranks, reg->rv->rootName, reg->b->rank);
 }
 
+/* Keeps the list of a STATUS or ABORT body (ranks below nranks, ascending; else ignored). */
+static void noteMissing(struct registration *reg, const uint8_t *body, size_t bodyLen) {
+  for (size_t i = 0; i < bodyLen; i += 4) {
+    uint32_t rank = weftGetBe32(body + i);
+    if (rank >= (uint32_t)reg->b->nranks || (i > 0 && rank <= weftGetBe32(body + i - 4))) return;
+  }
+  missingText(body, bodyLen, reg->missing, sizeof reg->missing);
+}
+
 static weftResult_t awaitTable(struct registration *reg) {
   for (;;) {
     uint32_t type = 0, arg = 0;
     uint8_t *body = NULL;
-    weftResult_t res = receiveReply(reg, &type, &arg, &body);
+    size_t bodyLen = 0;
+    weftResult_t res = receiveReply(reg, &type, &arg, &body, &bodyLen);
     if (res == weftSuccess && type == REPLY_TABLE) res = decodeTable(reg, body);
     if (res == weftSuccess && type == REPLY_LOST) res = lostError(reg, arg, body);
-    free(body);
-    if (res != weftSuccess || type == REPLY_TABLE) return res;
-    if (type == REPLY_ABORT)
-      return weftSetError(weftTimeout,
-                          "bootstrap: the root at %s gave up (WEFT_TIMEOUT_MS): %d of %d ranks had "
-                          "not registered after %lld ms",
-                          reg->rv->rootName, reg->b->nranks - (int)arg, reg->b->nranks,
-                          (long long)(weftNowMs() - reg->startMs));
+    if (res != weftSuccess || type == REPLY_TABLE || type == REPLY_LOST) {
+      free(body);
+      return res;
+    }
     /* The peak, not the latest: ranks that give up at their own deadline leave the root just
      * before this one does, and the message should name who never came. */
-    if ((int)arg > reg->registered) reg->registered = (int)arg;
+    if ((int)arg >= reg->registered) {
+      reg->registered = (int)arg;
+      noteMissing(reg, body, bodyLen);
+    }
+    free(body);
+    if (type == REPLY_ABORT)
+      return missingError(reg, "the root gave up (WEFT_TIMEOUT_MS): ",
+                          (long long)(weftNowMs() - reg->startMs));
   }
 }
 

@@ -76,6 +76,10 @@ static weftResult_t allReduceRun(struct weftComm *comm, struct weftCollArgs args
   weftResult_t rc;
   int algo = weftTuneChoose(comm, args.count, args.bytes);
   args.seq = ++comm->opSeq;
+  INFO(WEFT_COLL, "AllReduce: opCount %llu sendbuff %p recvbuff %p count %zu datatype %s op %s "
+       "comm %p [nranks=%d] algorithm %s", (unsigned long long)args.seq, args.sendbuff,
+       args.recvbuff, args.count, weftTypeName(args.type), weftOpName(args.op), (void *)comm,
+       comm->nranks, weftAlgos[algo]->name);
   comm->opSig[0] = args.seq;
   comm->opSig[1] = (uint64_t)args.count << 16 | (uint64_t)args.type << 8 | (uint64_t)args.op;
   struct weftFlightEntry *e = &comm->flight[comm->flightNext++ % WEFT_FLIGHT_OPS];

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "core.h"
 #include "param.h"
+#include "settings.h"
 #include "shmseg.h"
 #include "socket.h"
 
@@ -34,7 +35,9 @@ WEFT_PROFILING_ALIAS(weftGetVersion);
 
 WEFT_PUBLIC weftResult_t weftGetUniqueId(weftUniqueId *uniqueId) {
   weftLogInit();
+  weftClearThreadError();
   if (uniqueId == NULL) return weftSetError(weftInvalidArgument, "weftGetUniqueId: uniqueId is NULL");
+  WEFTCHECK(weftSettingsCheck("weftGetUniqueId"));
   return weftBootstrapGetUniqueId(uniqueId);
 }
 WEFT_PROFILING_ALIAS(weftGetUniqueId);
@@ -84,8 +87,10 @@ static weftResult_t exchangePeerInfo(struct weftComm *comm) {
 
 static weftResult_t algosInit(struct weftComm *comm) {
   for (int a = 0; weftAlgos[a] != NULL; a++) {
-    char why[256] = "";
-    WEFTCHECK(weftAlgos[a]->init(comm, &comm->algoState[a], why, sizeof why));
+    char *why = comm->algoWhy[a];
+    why[0] = '\0';
+    WEFTCHECK(weftAlgos[a]->init(comm, &comm->algoState[a], why, sizeof comm->algoWhy[a]));
+    if (comm->algoState[a] == NULL && why[0] == '\0') snprintf(why, sizeof comm->algoWhy[a], "no reason given");
     if (comm->algoState[a] == NULL) INFO(WEFT_INIT, "algorithm %s unavailable: %s", weftAlgos[a]->name, why);
   }
   return weftSuccess;
@@ -212,7 +217,10 @@ static weftResult_t commInit(struct weftComm *comm) {
   weftShmSweepDead();
   weftResult_t rc = commInitBody(comm);
   if (rc == weftSuccess) return rc;
-  if (rc != weftTimeout) rc = nameDeadPeers(comm, rc);
+  /* A bad argument or usage is this rank's own finding (every rank makes it, and may leave
+   * before the others look): it stays what it is. */
+  if (rc != weftTimeout && rc != weftInvalidArgument && rc != weftInvalidUsage)
+    rc = nameDeadPeers(comm, rc);
   weftShmSweepDead();
   return rc;
 }
@@ -251,6 +259,7 @@ WEFT_PUBLIC weftResult_t weftCommInitRankConfig(weftComm_t *out, int nranks, wef
                                                 int rank, weftConfig_t *config) {
   weftLogInit();
   weftClearThreadError();
+  WEFTCHECK(weftSettingsCheck("weftCommInitRank"));
   int64_t timeoutMs = weftParamTimeoutMs();
   int blocking = 1;
   WEFTCHECK(weftConfigRead(config, &blocking, &timeoutMs));
@@ -313,7 +322,7 @@ static void joinInitThread(struct weftComm *comm) {
 }
 
 WEFT_PUBLIC weftResult_t weftCommDestroy(weftComm_t comm) {
-  if (comm == NULL) return weftSetError(weftInvalidArgument, "weftCommDestroy: comm is NULL");
+  if (comm == NULL) return weftSuccess; /* as NCCL's, and as weftCommAbort(NULL) */
   if (!weftCommIsLive(comm))
     return weftSetError(weftInvalidUsage, "weftCommDestroy: comm %p is not live (destroyed twice?)",
                         (void *)comm);

@@ -13,10 +13,8 @@
 #include "param.h"
 #include "prims.h"
 
-/* Whether WEFT_TRANSPORTS (a comma list; empty = all) allows this transport. */
-static int transportAllowed(const char *name) {
-  const char *list = weftParamTransports();
-  if (*list == '\0') return 1;
+/* Whether a comma list holds the name (case-insensitive). */
+static int listHolds(const char *list, const char *name) {
   size_t len = strlen(name);
   for (const char *p = list; *p;) {
     const char *end = strchr(p, ',');
@@ -27,18 +25,55 @@ static int transportAllowed(const char *name) {
   return 0;
 }
 
+/* Whether WEFT_TRANSPORTS (a comma list; empty = all) allows this transport. */
+static int transportAllowed(const char *name) {
+  const char *list = weftParamTransports();
+  return *list == '\0' || listHolds(list, name);
+}
+
+int weftTransportsCheckList(const char *value, char *allowed, size_t len) {
+  size_t o = (size_t)snprintf(allowed, len, "a comma list of");
+  for (int t = 0; weftTransports[t] != NULL && o < len; t++)
+    o += (size_t)snprintf(allowed + o, len - o, " %s", weftTransports[t]->name);
+  if (value == NULL) return 0;
+  for (const char *p = value;; p++) { /* every name is a transport's */
+    size_t n = strcspn(p, ",");
+    int known = 0;
+    for (int t = 0; weftTransports[t] != NULL && !known; t++)
+      known = strlen(weftTransports[t]->name) == n && strncasecmp(p, weftTransports[t]->name, n) == 0;
+    if (!known) return -1;
+    p += n;
+    if (*p == '\0') return 0;
+  }
+}
+
 weftResult_t weftTransportsInit(struct weftComm *comm) {
   for (int t = 0; weftTransports[t] != NULL; t++) {
     const struct weftTransportOps *ops = weftTransports[t];
-    char why[256] = "";
-    if (!transportAllowed(ops->name)) continue;
-    if (!ops->query(why, sizeof why)) {
+    char *why = comm->transportWhy[t];
+    if (!transportAllowed(ops->name)) {
+      snprintf(why, sizeof comm->transportWhy[t], "not in WEFT_TRANSPORTS=\"%s\"",
+               weftParamTransports());
+      continue;
+    }
+    if (!ops->query(why, sizeof comm->transportWhy[t])) {
       INFO(WEFT_INIT, "transport %s unavailable: %s", ops->name, why);
       continue;
     }
     WEFTCHECK(ops->init(comm, &comm->transportState[t]));
   }
   return weftSuccess;
+}
+
+/* Why no transport connects two ranks: each one's reason, "; "-separated. */
+static void describeNoTransport(const struct weftComm *comm, char *buf, size_t len) {
+  size_t o = 0;
+  buf[0] = '\0';
+  for (int t = 0; weftTransports[t] != NULL && o < len; t++) {
+    const char *why = comm->transportState[t] != NULL ? "it cannot connect these two ranks"
+                                                       : comm->transportWhy[t];
+    o += (size_t)snprintf(buf + o, len - o, "%s%s: %s", t ? "; " : "", weftTransports[t]->name, why);
+  }
 }
 
 void weftTransportsFinalize(struct weftComm *comm) {
@@ -71,10 +106,12 @@ static weftResult_t selectTransport(struct weftComm *comm, int peer, struct weft
       return weftSuccess;
     }
   }
-  return weftSetError(weftSystemError,
-                      "no transport can connect rank %d (%s) to rank %d (%s); WEFT_TRANSPORTS=\"%s\"",
+  char why[512];
+  describeNoTransport(comm, why, sizeof why);
+  return weftSetError(*weftParamTransports() ? weftInvalidArgument : weftSystemError,
+                      "no transport can connect rank %d (host %s) to rank %d (host %s): %s",
                       comm->rank, comm->peers[comm->rank].hostname, peer,
-                      comm->peers[peer].hostname, weftParamTransports());
+                      comm->peers[peer].hostname, why);
 }
 
 static weftResult_t connectUntilDone(struct weftComm *comm, struct weftConn *c, const void *blob) {

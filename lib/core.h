@@ -75,9 +75,11 @@ struct weftComm {
   int64_t lastWatchMs; /* when a wait last called the algorithms' watch() */
 
   void *transportState[WEFT_MAX_TRANSPORTS];
+  char transportWhy[WEFT_MAX_TRANSPORTS][192]; /* why a transport whose state is NULL is not used */
   struct weftRing ring;
 
   void *algoState[WEFT_MAX_ALGOS];
+  char algoWhy[WEFT_MAX_ALGOS][192]; /* why an algorithm whose state is NULL cannot run */
   int forcedAlgo; /* index in weftAlgos, -1 = the tuner decides */
 
   char lastError[1024];
@@ -192,6 +194,8 @@ int weftTopoCpuCount(void);
 
 /* Transports of a communicator, and ring setup and teardown (lib/connect.c). */
 weftResult_t weftTransportsInit(struct weftComm *comm);
+/* The check of WEFT_TRANSPORTS (weftParamCheckFn, param.h): a comma list of transports' names. */
+int weftTransportsCheckList(const char *value, char *allowed, size_t len);
 void weftTransportsFinalize(struct weftComm *comm);
 /* Collective: every rank calls it at the same point with its own links (possibly none). */
 weftResult_t weftConnectLinks(struct weftComm *comm, struct weftLinkReq *reqs, int nreqs);
@@ -206,7 +210,10 @@ weftResult_t weftRingConnect(struct weftComm *comm);
 
 /* Tuner (lib/tune.c): the algorithm for one AllReduce of count elements, `bytes` in all. */
 int weftTuneChoose(struct weftComm *comm, size_t count, size_t bytes);
+/* WEFT_ALGO: an algorithm that cannot run on comm is weftInvalidArgument, with the reason. */
 weftResult_t weftTuneInit(struct weftComm *comm);
+/* The check of WEFT_ALGO (weftParamCheckFn, param.h): a registered algorithm's name. */
+int weftTuneCheckAlgo(const char *value, char *allowed, size_t len);
 
 /* Argument checks at the API boundary (lib/argcheck.c). Each fills the thread's last error. */
 weftResult_t weftCheckComm(const struct weftComm *comm, const char *api);

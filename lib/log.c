@@ -1,5 +1,6 @@
 #include "log.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 int weftLogLevel = -1;
 static unsigned logSubsysMask = WEFT_ALL;
 static FILE *logFile;
+static int logFileErrno; /* of a WEFT_DEBUG_FILE that could not be opened */
 static char logHost[64];
 static pthread_once_t logOnce = PTHREAD_ONCE_INIT;
 static pthread_mutex_t logLock = PTHREAD_MUTEX_INITIALIZER;
@@ -22,23 +24,72 @@ static _Thread_local char threadLastError[1024];
 
 static const struct { const char *name; unsigned bit; } subsysNames[] = {
   {"INIT", WEFT_INIT}, {"COLL", WEFT_COLL}, {"BOOT", WEFT_BOOT}, {"TOPO", WEFT_TOPO},
-  {"TUNE", WEFT_TUNE}, {"SHM", WEFT_SHM},   {"TCP", WEFT_TCP},   {"IB", WEFT_IB},
-  {"IPC", WEFT_IPC},   {"ENV", WEFT_ENV},   {"ALL", WEFT_ALL},
+  {"TUNE", WEFT_TUNE}, {"SHM", WEFT_SHM},   {"TCP", WEFT_TCP},   {"ENV", WEFT_ENV},
+  {"ALL", WEFT_ALL},
 };
+#define NSUBSYS (sizeof subsysNames / sizeof subsysNames[0])
+
+static const char *const levelNames[] = {"NONE", "VERSION", "WARN", "INFO", "TRACE"};
+#define NLEVELS (sizeof levelNames / sizeof levelNames[0])
+
+/* The level named by text (case-insensitive; empty is NONE), or -1. */
+static int parseLevel(const char *text) {
+  if (text == NULL || *text == '\0') return WEFT_LOG_NONE;
+  for (size_t i = 0; i < NLEVELS; i++)
+    if (strcasecmp(text, levelNames[i]) == 0) return (int)i;
+  return -1;
+}
+
+int weftLogCheckLevel(const char *value, char *allowed, size_t len) {
+  snprintf(allowed, len, "NONE, VERSION, WARN, INFO or TRACE");
+  return value == NULL || parseLevel(value) >= 0 ? 0 : -1;
+}
+
+/* The bit of one subsystem name of n bytes, 0 if there is none. */
+static unsigned subsysBit(const char *name, size_t n) {
+  for (size_t i = 0; i < NSUBSYS; i++)
+    if (strlen(subsysNames[i].name) == n && strncasecmp(name, subsysNames[i].name, n) == 0)
+      return subsysNames[i].bit;
+  return 0;
+}
+
+/* The mask of a comma list of names; 0 when any name is unknown or empty. */
+static unsigned parseSubsysList(const char *spec) {
+  unsigned mask = 0;
+  for (const char *p = spec;; p++) {
+    size_t n = strcspn(p, ",");
+    unsigned bit = subsysBit(p, n);
+    if (bit == 0) return 0;
+    mask |= bit;
+    p += n;
+    if (*p == '\0') return mask;
+  }
+}
 
 unsigned weftLogParseSubsys(const char *spec) {
   if (spec == NULL || *spec == '\0') return WEFT_ALL;
   int invert = spec[0] == '^';
-  if (invert) spec++;
-  unsigned mask = 0;
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", spec);
-  char *save = NULL;
-  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    for (size_t i = 0; i < sizeof subsysNames / sizeof subsysNames[0]; i++)
-      if (strcasecmp(tok, subsysNames[i].name) == 0) mask |= subsysNames[i].bit;
-  }
+  unsigned mask = parseSubsysList(spec + invert);
   return invert ? ~mask : mask;
+}
+
+int weftLogCheckSubsys(const char *value, char *allowed, size_t len) {
+  size_t o = (size_t)snprintf(allowed, len, "a comma list of");
+  for (size_t i = 0; i < NSUBSYS && o < len; i++)
+    o += (size_t)snprintf(allowed + o, len - o, " %s", subsysNames[i].name);
+  if (o < len) snprintf(allowed + o, len - o, ", ^ before the list to log all others");
+  return value == NULL || parseSubsysList(value + (value[0] == '^')) != 0 ? 0 : -1;
+}
+
+int weftLogCheckFile(const char *value, char *allowed, size_t len) {
+  weftLogInit();
+  if (logFileErrno == 0) {
+    snprintf(allowed, len, "a path that can be opened for writing (%%h: host, %%p: pid)");
+    return 0;
+  }
+  snprintf(allowed, len, "a path that can be opened for writing (%%h: host, %%p: pid); "
+           "opening it failed: %s", strerror(logFileErrno));
+  return value == NULL ? 0 : -1;
 }
 
 void weftLogParseFilePattern(const char *pattern, const char *host, int pid, char *path,
@@ -62,6 +113,7 @@ static void openLogFile(const char *pattern) {
   weftLogParseFilePattern(pattern, logHost, (int)getpid(), path, sizeof path);
   FILE *f = fopen(path, "w");
   if (f != NULL) { setvbuf(f, NULL, _IOLBF, 0); logFile = f; }
+  else logFileErrno = errno;
 }
 
 static void logInitOnce(void) {
@@ -69,11 +121,9 @@ static void logInitOnce(void) {
   char *dot = strchr(logHost, '.');
   if (dot) *dot = '\0';
   logFile = stderr;
-  const char *level = weftParamDebug();
-  int lv = WEFT_LOG_NONE;
-  if (strcasecmp(level, "WARN") == 0) lv = WEFT_LOG_WARN;
-  else if (strcasecmp(level, "INFO") == 0) lv = WEFT_LOG_INFO;
-  else if (strcasecmp(level, "TRACE") == 0) lv = WEFT_LOG_TRACE;
+  /* A level or list that is not allowed logs nothing here: lib/settings.c refuses it. */
+  int lv = parseLevel(weftParamDebug());
+  if (lv < 0) lv = WEFT_LOG_NONE;
   logSubsysMask = weftLogParseSubsys(weftParamDebugSubsys());
   const char *file = weftParamDebugFile();
   if (*file) openLogFile(file);
@@ -83,6 +133,22 @@ static void logInitOnce(void) {
 void weftLogInit(void) { pthread_once(&logOnce, logInitOnce); }
 
 void weftLogSetRank(int rank) { logRank = rank; }
+
+static pthread_once_t bannerOnce = PTHREAD_ONCE_INIT;
+static const char *bannerText;
+static void bannerPrint(void) {
+  pthread_mutex_lock(&logLock);
+  fprintf(logFile, "%s:%d:%ld [%d] WEFT %s%s\n", logHost, (int)getpid(), (long)syscall(SYS_gettid),
+          logRank, weftLogLevel >= WEFT_LOG_INFO ? "INFO " : "", bannerText);
+  pthread_mutex_unlock(&logLock);
+}
+
+void weftLogBanner(const char *text) {
+  weftLogInit();
+  if (weftLogLevel < WEFT_LOG_VERSION) return;
+  bannerText = text;
+  pthread_once(&bannerOnce, bannerPrint);
+}
 
 int weftLogEnabled(int level, unsigned subsys) {
   if (__atomic_load_n(&weftLogLevel, __ATOMIC_ACQUIRE) < 0) weftLogInit();

@@ -1,5 +1,5 @@
-/* Logging and error reporting. WEFT_DEBUG=WARN|INFO|TRACE, WEFT_DEBUG_SUBSYS=INIT,COLL,...
- * Lines start "host:pid:tid [rank] WEFT". */
+/* Logging and error reporting. WEFT_DEBUG=NONE|VERSION|WARN|INFO|TRACE,
+ * WEFT_DEBUG_SUBSYS=INIT,COLL,..., WEFT_DEBUG_FILE. Lines start "host:pid:tid [rank] WEFT". */
 #ifndef WEFT_LOG_H_
 #define WEFT_LOG_H_
 
@@ -7,12 +7,16 @@
 #include <stddef.h>
 #include "weft.h"
 
-enum weftLogLevel { WEFT_LOG_NONE = 0, WEFT_LOG_WARN = 1, WEFT_LOG_INFO = 2, WEFT_LOG_TRACE = 3 };
+/* VERSION prints the version banner and nothing else; each level above adds to the one below. */
+enum weftLogLevel {
+  WEFT_LOG_NONE = 0, WEFT_LOG_VERSION = 1, WEFT_LOG_WARN = 2, WEFT_LOG_INFO = 3, WEFT_LOG_TRACE = 4
+};
 
+/* A subsystem gets a bit (and a name in log.c) when code logs under it. */
 enum weftSubsys {
   WEFT_INIT = 1u << 0, WEFT_COLL = 1u << 1, WEFT_BOOT = 1u << 2, WEFT_TOPO = 1u << 3,
-  WEFT_TUNE = 1u << 4, WEFT_SHM = 1u << 5, WEFT_TCP = 1u << 6, WEFT_IB = 1u << 7,
-  WEFT_IPC = 1u << 8, WEFT_ENV = 1u << 9, WEFT_ALL = ~0u
+  WEFT_TUNE = 1u << 4, WEFT_SHM = 1u << 5, WEFT_TCP = 1u << 6, WEFT_ENV = 1u << 7,
+  WEFT_ALL = ~0u
 };
 
 extern int weftLogLevel; /* -1 until the environment is read */
@@ -22,6 +26,13 @@ void weftLogWrite(int level, unsigned subsys, const char *file, int line, const 
 int weftLogEnabled(int level, unsigned subsys);
 /* The rank printed in log lines of this thread (-1: none yet). */
 void weftLogSetRank(int rank);
+/* Prints the version banner (text) once per process, at level VERSION and above. */
+void weftLogBanner(const char *text);
+/* Checks of WEFT_DEBUG, WEFT_DEBUG_SUBSYS and WEFT_DEBUG_FILE (weftParamCheckFn, param.h). The
+ * log reads them once per process; the file check fails when that open failed. */
+int weftLogCheckLevel(const char *value, char *allowed, size_t len);
+int weftLogCheckSubsys(const char *value, char *allowed, size_t len);
+int weftLogCheckFile(const char *value, char *allowed, size_t len);
 
 #define WEFT_LOG(level, subsys, ...)                                         \
   do {                                                                       \

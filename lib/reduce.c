@@ -26,6 +26,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "log.h"
@@ -545,7 +546,18 @@ static const struct kernelSet *kernelSetFor(int level) {
   return &portableKernels;
 }
 
-/* WEFT_SIMD asks for a level; one the CPU lacks falls back to the best it has. */
+int weftReduceCheckSimd(const char *value, char *allowed, size_t len) {
+  int best = cpuSimdLevel();
+  snprintf(allowed, len, "-1 (the best this CPU has: %s), 0 (portable)%s%s", kernelSetFor(best)->name,
+           best >= 2 ? ", 2 (AVX2)" : "", best >= 512 ? ", 512 (AVX-512)" : "");
+  int64_t v;
+  if (value == NULL) return 0;
+  if (weftParseInt(value, &v) != 0) return -1;
+  return v == -1 || v == 0 || (v == 2 && best >= 2) || (v == 512 && best >= 512) ? 0 : -1;
+}
+
+/* WEFT_SIMD asks for a level (lib/settings.c refused one this CPU lacks before any reduction;
+ * the fallback serves internal callers, tests among them, that skip that check). */
 static void pickKernels(void) {
   int best = cpuSimdLevel(), level = best;
   int64_t want = weftParamSimd();

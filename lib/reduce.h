@@ -26,6 +26,9 @@ void weftReduceFinal(void *dst, const void *a, const void *b, size_t count,
 void weftReduceFinalCopy(void *dst, const void *src, size_t count, weftDataType_t type,
                          weftRedOp_t op, int nranks);
 
+/* The check of WEFT_SIMD (a weftParamCheckFn, param.h): a level this CPU has. */
+int weftReduceCheckSimd(const char *value, char *allowed, size_t len);
+
 /* Name of the kernel set in use ("avx512", "avx2", "portable"), for logs and tests. */
 const char *weftReduceKernelName(void);
 

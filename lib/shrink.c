@@ -18,6 +18,7 @@
 #include "check.h"
 #include "core.h"
 #include "log.h"
+#include "settings.h"
 
 /* One attempt of a recovery: long enough for a ring to form on a loaded host, short enough
  * that survivors whose views differed meet again soon. */
@@ -136,7 +137,7 @@ static weftResult_t checkParent(struct weftComm *comm, weftComm_t *newcomm, cons
   *newcomm = NULL;
   if (atomic_load(&comm->asyncError) == weftInProgress)
     return weftReportTo(comm, weftSetError(weftInvalidUsage, "%s: comm's init is in progress", api));
-  return weftSuccess;
+  return weftReportTo(comm, weftSettingsCheck(api));
 }
 
 /* excluded[r] = 1 for each listed rank; checks range, repeats and this rank's absence. */

@@ -144,13 +144,31 @@ weftResult_t weftSockAddrParse(const char *what, const char *text, int family,
 
 /* ---- Interface selection ---- */
 
-int weftSocketFamily(void) {
-  const char *text = weftParamSocketFamily();
+/* AF_INET, AF_INET6, AF_UNSPEC for empty text, -1 for anything else. */
+static int parseFamily(const char *text) {
   if (*text == '\0') return AF_UNSPEC;
   if (strcmp(text, "AF_INET") == 0) return AF_INET;
   if (strcmp(text, "AF_INET6") == 0) return AF_INET6;
-  WARN("WEFT_SOCKET_FAMILY=\"%s\" is neither AF_INET nor AF_INET6; ignored", text);
-  return AF_UNSPEC;
+  return -1;
+}
+
+int weftSocketCheckFamily(const char *value, char *allowed, size_t len) {
+  snprintf(allowed, len, "AF_INET or AF_INET6");
+  return value == NULL || parseFamily(value) > 0 ? 0 : -1;
+}
+
+int weftSocketCheckHostPort(const char *value, char *allowed, size_t len) {
+  snprintf(allowed, len, "host:port or [IPv6 address]:port, the port in 1..65535");
+  char host[256];
+  uint16_t port;
+  return value == NULL || (weftSocketParseHostPort(value, host, sizeof host, &port) == 0 && port != 0)
+             ? 0 : -1;
+}
+
+/* lib/settings.c refused any other text before a socket is made. */
+int weftSocketFamily(void) {
+  int family = parseFamily(weftParamSocketFamily());
+  return family < 0 ? AF_UNSPEC : family;
 }
 
 /* An interface address bootstrap sockets can bind: up, of the family, and not IPv6

@@ -45,6 +45,9 @@ const char *weftSockStatusText(int status, char *buf, size_t len);
  * or "[ipv6]:port" into host (NUL-terminated, brackets removed) and a port in 1..65535.
  * 0, or -1 when malformed or when host does not fit hostLen. */
 int weftSocketParseHostPort(const char *text, char *host, size_t hostLen, uint16_t *port);
+/* Checks of WEFT_SOCKET_FAMILY and WEFT_COMM_ID (weftParamCheckFn, param.h). */
+int weftSocketCheckFamily(const char *value, char *allowed, size_t len);
+int weftSocketCheckHostPort(const char *value, char *allowed, size_t len);
 weftResult_t weftSockAddrParse(const char *what, const char *text, int family,
                                union weftSockAddr *out);
 /* AF_INET, AF_INET6 or AF_UNSPEC, from WEFT_SOCKET_FAMILY. */

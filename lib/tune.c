@@ -1,6 +1,7 @@
 /* The tuner: for every AllReduce, the algorithm with the lowest predicted time. Each
  * algorithm's cost() is a pure function of the communicator's shape and the size, so every
  * rank makes the same choice without talking. WEFT_ALGO forces one. */
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -10,26 +11,44 @@
 #include "log.h"
 #include "param.h"
 
+/* "ring, direct, tree or hier": the registry's names. */
+static void algoNames(char *buf, size_t len) {
+  size_t o = 0;
+  buf[0] = '\0';
+  int n = weftAlgoCount();
+  for (int a = 0; a < n && o < len; a++)
+    o += (size_t)snprintf(buf + o, len - o, "%s%s", a == 0 ? "" : a == n - 1 ? " or " : ", ",
+                          weftAlgos[a]->name);
+}
+
+static int algoIndex(const char *name) {
+  for (int a = 0; weftAlgos[a] != NULL; a++)
+    if (strcasecmp(name, weftAlgos[a]->name) == 0) return a;
+  return -1;
+}
+
+int weftTuneCheckAlgo(const char *value, char *allowed, size_t len) {
+  algoNames(allowed, len);
+  return value == NULL || algoIndex(value) >= 0 ? 0 : -1;
+}
+
 weftResult_t weftTuneInit(struct weftComm *comm) {
   comm->forcedAlgo = -1;
   const char *forced = weftParamAlgo();
   if (*forced == '\0') return weftSuccess;
-  for (int a = 0; weftAlgos[a] != NULL; a++) {
-    if (strcasecmp(forced, weftAlgos[a]->name) != 0) continue;
-    if (comm->algoState[a] == NULL)
-      return weftSetError(weftInvalidArgument,
-                          "WEFT_ALGO=%s cannot run on this communicator (see the INIT log)", forced);
-    comm->forcedAlgo = a;
-    INFO(WEFT_TUNE, "WEFT_ALGO forces %s", weftAlgos[a]->name);
-    return weftSuccess;
+  int a = algoIndex(forced);
+  if (a < 0) { /* lib/settings.c refuses this before init; kept for internal callers */
+    char known[128];
+    algoNames(known, sizeof known);
+    return weftSetError(weftInvalidArgument, "WEFT_ALGO=\"%s\" is not an algorithm (allowed: %s)",
+                        forced, known);
   }
-  char known[256] = "";
-  for (int a = 0; weftAlgos[a] != NULL; a++) {
-    strncat(known, a ? ", " : "", sizeof known - strlen(known) - 1);
-    strncat(known, weftAlgos[a]->name, sizeof known - strlen(known) - 1);
-  }
-  return weftSetError(weftInvalidArgument, "WEFT_ALGO=%s is not an algorithm (known: %s)", forced,
-                      known);
+  if (comm->algoState[a] == NULL)
+    return weftSetError(weftInvalidArgument, "WEFT_ALGO=%s cannot run on this communicator: %s",
+                        weftAlgos[a]->name, comm->algoWhy[a]);
+  comm->forcedAlgo = a;
+  INFO(WEFT_TUNE, "WEFT_ALGO forces %s", weftAlgos[a]->name);
+  return weftSuccess;
 }
 
 static void explain(struct weftComm *comm, size_t bytes, int best, const double *cost) {

@@ -102,20 +102,19 @@ Test(tcp_wire, blob_and_hello_round_trip) {
 
 /* ---- Parameters ---- */
 
-static long nothing(weftComm_t comm, int rank, int nranks, void *arg) {
-  (void)comm, (void)rank, (void)nranks, (void)arg;
-  return 0;
-}
-
-Test(tcp_params, bad_values_fail_init) {
-  setenv("WEFT_TRANSPORTS", "tcp", 1);
-  setenv("WEFT_TIMEOUT_MS", "10000", 1);
-  setenv("WEFT_TCP_SLOTS", "1", 1);
-  cr_assert_eq(runRanks(1, 2, nothing, NULL, 60), 2, "WEFT_TCP_SLOTS=1 must fail init");
-  setenv("WEFT_TCP_SLOTS", "8", 1);
-  setenv("WEFT_TCP_NSOCKS", "99", 1);
-  cr_assert_eq(runRanks(1, 2, nothing, NULL, 60), 2, "WEFT_TCP_NSOCKS=99 must fail init");
-  unsetenv("WEFT_TCP_NSOCKS");
+/* Refused before any communicator is made (every setting: tests/unit/test_settings.c). */
+Test(tcp_params, bad_values_are_refused, .timeout = 30) {
+  static const char *const bad[][2] = {{"WEFT_TCP_SLOTS", "1"}, {"WEFT_TCP_NSOCKS", "99"},
+                                       {"WEFT_TCP_SLOT_BYTES", "100"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv(bad[i][0], bad[i][1], 1);
+    weftUniqueId id;
+    cr_expect_eq(weftGetUniqueId(&id), weftInvalidArgument, "%s=%s", bad[i][0], bad[i][1]);
+    char named[64];
+    snprintf(named, sizeof named, "%s=\"%s\" is not allowed", bad[i][0], bad[i][1]);
+    cr_expect(strstr(weftGetLastError(NULL), named) != NULL, "%s", weftGetLastError(NULL));
+    unsetenv(bad[i][0]);
+  }
 }
 
 static long checkCaps(weftComm_t comm, int rank, int nranks, void *arg) {

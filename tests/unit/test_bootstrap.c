@@ -560,6 +560,31 @@ Test(timeout, missing_rank_is_named) {
     cr_expect_lt(runs[r].initMs, 2300, "rank %d took %lld ms", r, (long long)runs[r].initMs);
     cr_expect_not_null(strstr(runs[r].error, "1 of 3 ranks had not registered"), "message: %s",
                        runs[r].error);
+    cr_expect_not_null(strstr(runs[r].error, "after"), "message: %s", runs[r].error);
+    cr_expect_not_null(strstr(runs[r].error, "ms: rank 2"), "the root's list names rank 2: %s",
+                       runs[r].error);
+  }
+  cr_expect_eq(waitForFds(fdsBefore, 3000), fdsBefore, "descriptors leaked");
+}
+
+/* The root gives up first (its deadline is before the ranks'): its ABORT lists who is missing. */
+Test(timeout, root_gives_up_naming_the_missing_ranks, .timeout = 30) {
+  setenv("WEFT_TIMEOUT_MS", "1000", 1);
+  int fdsBefore = countFds();
+  weftUniqueId id;
+  cr_assert_eq(weftBootstrapGetUniqueId(&id), weftSuccess, "%s", weftThreadLastError());
+  struct rankRun runs[3];
+  pthread_t threads[3];
+  for (int i = 0; i < 3; i++) /* ranks 0, 2, 4 of 7 */
+    runs[i] = (struct rankRun){.id = &id, .rank = 2 * i, .nranks = 7, .timeoutMs = 20000,
+                               .blockBytes = 8};
+  startRanks(runs, threads, 3);
+  joinRanks(threads, 3);
+  for (int i = 0; i < 3; i++) {
+    cr_expect_eq(runs[i].initRes, weftTimeout, "rank %d: %s", runs[i].rank, runs[i].error);
+    cr_expect_not_null(strstr(runs[i].error, "the root gave up (WEFT_TIMEOUT_MS): 4 of 7 ranks had "
+                                             "not registered"), "message: %s", runs[i].error);
+    cr_expect_not_null(strstr(runs[i].error, "ms: ranks 1, 3, 5, 6"), "message: %s", runs[i].error);
   }
   cr_expect_eq(waitForFds(fdsBefore, 3000), fdsBefore, "descriptors leaked");
 }

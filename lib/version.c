@@ -1,0 +1,37 @@
+#include "version.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+#include "core.h"
+#include "reduce.h"
+
+/* The Makefile passes `git describe` for this one file, so a new commit rebuilds nothing else. */
+#ifndef WEFT_GIT_REV
+#define WEFT_GIT_REV "unknown"
+#endif
+
+const char *weftVersionGitRev(void) { return WEFT_GIT_REV; }
+
+static char banner[512];
+static pthread_once_t bannerOnce = PTHREAD_ONCE_INIT;
+
+/* Features as they are added to the build: each one says whether this build has it. */
+static void bannerMake(void) {
+  size_t o = (size_t)snprintf(banner, sizeof banner, "weft %s (git %s); transports",
+                              WEFT_VERSION_TEXT, WEFT_GIT_REV);
+  for (int t = 0; weftTransports[t] != NULL && o < sizeof banner; t++)
+    o += (size_t)snprintf(banner + o, sizeof banner - o, " %s", weftTransports[t]->name);
+  if (o < sizeof banner) o += (size_t)snprintf(banner + o, sizeof banner - o, "; algorithms");
+  for (int a = 0; weftAlgos[a] != NULL && o < sizeof banner; a++)
+    o += (size_t)snprintf(banner + o, sizeof banner - o, " %s", weftAlgos[a]->name);
+  if (o < sizeof banner)
+    snprintf(banner + o, sizeof banner - o,
+             "; reduction kernels %s; CUDA not built; verbs not built; UCX not built",
+             weftReduceKernelName());
+}
+
+const char *weftVersionBanner(void) {
+  pthread_once(&bannerOnce, bannerMake);
+  return banner;
+}
