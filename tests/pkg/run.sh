@@ -6,6 +6,8 @@
 #    built with pkg-config against the staged files runs and gets exact results, even when it
 #    defines functions with NCCL-shaped weft names (weftReduce), and a profiler that defines
 #    weftAllReduce reaches the library's through pweftAllReduce;
+#  - the installed weft-info prints the banner, the transports, the algorithms and every
+#    parameter, and exits 1 on a value the library refuses;
 #  - make uninstall DESTDIR=... removes every file install put there.
 # Usage: tests/pkg/run.sh BUILD (run from the repository root). Exits 0 when all hold.
 set -u
@@ -46,6 +48,25 @@ for f in "$lib/libweft.a" "$stage/usr/include/weft.h" "$lib/pkgconfig/weft.pc"; 
 done
 grep -qx "libdir=/usr/lib" "$lib/pkgconfig/weft.pc" || fail "weft.pc: $(grep libdir= "$lib/pkgconfig/weft.pc")"
 grep -qx "Version: $version" "$lib/pkgconfig/weft.pc" || fail "weft.pc has no 'Version: $version'"
+
+info=$stage/usr/bin/weft-info
+if [ ! -x "$info" ]; then
+  fail "make install left no $info"
+else
+  out=$("$info" 2>&1); rc=$?
+  [ $rc -eq 0 ] || fail "weft-info exited $rc: $out"
+  grep -q "^weft $version (git " <<<"$out" || fail "weft-info prints no version banner: $(head -1 <<<"$out")"
+  for word in "shm      can run here" "tcp      can run here" "ring     AllReduce" "hier     AllReduce"; do
+    grep -qF "$word" <<<"$out" || fail "weft-info lacks \"$word\""
+  done
+  for var in $("$info" --env-md | sed -n 's/^| `\(WEFT_[A-Z0-9_]*\)`.*/\1/p'); do
+    grep -q "^  $var = " <<<"$out" || fail "weft-info does not list $var"
+  done
+  out=$(WEFT_TIMEOUT_MS=30s "$info" -p 2>&1); rc=$?
+  [ $rc -eq 1 ] && grep -q 'WEFT_TIMEOUT_MS = "30s" (environment; default 300000)  NOT ALLOWED' <<<"$out" \
+    && ok "weft-info lists transports, algorithms and every parameter, and flags a refused value" \
+    || fail "weft-info -p with WEFT_TIMEOUT_MS=30s: exit $rc: $(grep WEFT_TIMEOUT_MS <<<"$out")"
+fi
 
 export PKG_CONFIG_SYSROOT_DIR=$stage PKG_CONFIG_LIBDIR=$lib/pkgconfig
 flags=$(pkg-config --cflags --libs weft) || fail "pkg-config --cflags --libs weft"
