@@ -186,6 +186,10 @@ static weftResult_t tcpSetupRecv(struct tcpState *s, struct tcpConn *tc, struct 
     b->listen = s->listenAddr;
   }
   pthread_mutex_unlock(&s->lock);
+  /* The progress thread may be asleep in a poll() that does not hold the listener yet (it
+   * opens with the first receiver): without a kick the sender's first connection would wait
+   * for the idle timeout, 100 ms of every init. */
+  if (rc == weftSuccess) weftTcpKick(s);
   return rc;
 }
 
