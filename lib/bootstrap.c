@@ -1217,7 +1217,9 @@ static weftResult_t registerWithRoot(const struct rendezvous *rv, struct weftBoo
     size_t sent = 0;
     (void)weftSocketSendSome(reg.fd, &notice, 1, &sent);
   }
-  weftSocketClose(&reg.fd);
+  /* With the table, the root has said all it will and needs nothing more from this rank. */
+  if (res == weftSuccess) weftSocketCloseAbortive(&reg.fd, 1);
+  else weftSocketClose(&reg.fd);
   return res;
 }
 
@@ -1769,6 +1771,11 @@ static int describeGone(const struct weftBootstrap *b, char *buf, size_t len) {
 void weftBootstrapCloseRing(struct weftBootstrap *b) {
   weftSocketClose(&b->nextFd);
   weftSocketClose(&b->prevFd);
+}
+
+void weftBootstrapCloseRingQuietly(struct weftBootstrap *b) {
+  weftSocketCloseAbortive(&b->nextFd, 0);
+  weftSocketCloseAbortive(&b->prevFd, 0);
 }
 
 void weftBootstrapSettle(void) {

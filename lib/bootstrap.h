@@ -58,6 +58,11 @@ int weftBootstrapNoteRecv(struct weftBootstrap *b, int dir, uint8_t note[WEFT_BO
 int weftBootstrapNoteWait(struct weftBootstrap *b, int64_t deadlineMs);
 /* Closes every socket; never blocks. */
 weftResult_t weftBootstrapClose(struct weftBootstrap *b);
+/* Closes the ring of a communicator destroyed after it worked, without leaving its
+ * connections in TIME_WAIT (weftSocketCloseAbortive): no bootstrap operation is in flight and
+ * no peer needs to see an orderly end. Failures close it in order (weftBootstrapCloseRing),
+ * so the peers see who left. */
+void weftBootstrapCloseRingQuietly(struct weftBootstrap *b);
 
 /* Helpers shared with the other socket users (and tested on their own). */
 int64_t weftNowMs(void);

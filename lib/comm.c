@@ -329,6 +329,10 @@ WEFT_PUBLIC weftResult_t weftCommDestroy(weftComm_t comm) {
   joinInitThread(comm);
   weftJoinOpThread(comm); /* a non-blocking collective completes first */
   weftCommUnregisterLive(comm);
+  /* A communicator that worked to the end leaves no connection in TIME_WAIT; after an error
+   * its links close in order, so that the peers see who left. */
+  if (atomic_load(&comm->asyncError) == weftSuccess && comm->boot != NULL)
+    weftBootstrapCloseRingQuietly(comm->boot);
   commFree(comm);
   return weftSuccess;
 }

@@ -4,12 +4,14 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <limits.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -307,6 +309,27 @@ weftResult_t weftSocketPickInterfaceToward(const union weftSockAddr *remote,
 void weftSocketClose(int *fd) {
   if (*fd >= 0) close(*fd); /* never retried on EINTR: Linux has released the fd already */
   *fd = -1;
+}
+
+/* Whether the peer has closed its end (its FIN arrived): it reads nothing more. */
+static int peerClosed(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+  return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+}
+
+void weftSocketCloseAbortive(int *fd, int peerHasAll) {
+  if (*fd < 0) return;
+  /* A reset drops what the peer's kernel has not acknowledged (what it holds stays readable
+   * before the reset is reported, on Linux): reset when nothing is unacknowledged, when the
+   * peer has closed, or when the caller knows the peer has read all it needs. Otherwise a
+   * plain close; the peer's reset then still spares both sides TIME_WAIT. */
+  int unacked = -1;
+  int reset = peerHasAll || (ioctl(*fd, SIOCOUTQ, &unacked) == 0 && unacked == 0) || peerClosed(*fd);
+  if (reset) {
+    struct linger now = {.l_onoff = 1, .l_linger = 0};
+    (void)setsockopt(*fd, SOL_SOCKET, SO_LINGER, &now, sizeof now); /* failing: a plain close */
+  }
+  weftSocketClose(fd);
 }
 
 static void setNoDelay(int fd) {

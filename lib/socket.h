@@ -93,5 +93,13 @@ extern _Thread_local _Atomic int *weftThreadAbortFlag;
 int weftPollTimeout(int64_t deadlineMs);
 /* Closes *fd if open and sets it to -1. */
 void weftSocketClose(int *fd);
+/* Closes with a reset instead of an orderly end, so neither side keeps the connection in
+ * TIME_WAIT (60 s, one local port each: a loop of communicators would run out of ports).
+ * Only for a connection whose peer needs nothing more from it: a peer reads what its kernel
+ * holds, then "connection reset" instead of the end of the stream. Unless peerHasAll (the
+ * caller knows the peer has read everything sent), a close while the peer has not
+ * acknowledged every byte and has not closed its end is a plain one (a reset would drop the
+ * bytes). */
+void weftSocketCloseAbortive(int *fd, int peerHasAll);
 
 #endif

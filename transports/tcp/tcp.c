@@ -165,7 +165,9 @@ static weftResult_t tcpAllocConn(struct tcpState *s, int peer, int dir, struct t
 }
 
 void weftTcpFreeConn(struct tcpConn *tc) {
-  for (uint32_t i = 0; i < TCP_MAX_SOCKS; i++) weftSocketClose(&tc->streams[i].fd);
+  for (uint32_t i = 0; i < TCP_MAX_SOCKS; i++)
+    if (tc->closeAbortive) weftSocketCloseAbortive(&tc->streams[i].fd, 1);
+    else weftSocketClose(&tc->streams[i].fd);
   if (tc->slots != NULL) munmap(tc->slots, tc->slotsMapBytes);
   free(tc);
 }
@@ -414,6 +416,11 @@ static weftResult_t tcpClose(struct weftConn *c) {
     tc->lingerUntilMs = weftNowMs() + (weftCommAborted(s->comm) ? 0 : s->lingerMs);
   } else {
     if (cause) tcpTellSender(tc);
+    /* A receiver of a healthy communicator has taken all it needs (its collectives are
+     * complete), and its sender has read all it sent (the handshake's acknowledgement, before
+     * init could end): its streams end with a reset, which leaves no TIME_WAIT on either
+     * side. */
+    tc->closeAbortive = !cause && atomic_load(&s->comm->asyncError) == weftSuccess;
     weftTcpFreeConnLocked(s, tc);
   }
   pthread_mutex_unlock(&s->lock);

@@ -107,6 +107,7 @@ struct tcpState;
  * only by the consumer; each side caches the other's counter. */
 struct tcpConn {
   struct tcpState *s;
+  int closeAbortive; /* its streams close with a reset (weftSocketCloseAbortive) */
   struct tcpConn *next; /* in s->conns, under s->lock, from registration on */
   int dir, peer;
   uint64_t connId;
