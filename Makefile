@@ -40,7 +40,7 @@ FAULT_HELPERS := $(filter-out $(FAULT_SRCS),$(wildcard tests/fault/*.c))
 MPI_TEST_SRCS := $(wildcard tests/mpi/*.c)
 MPI_TEST_BINS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(MPI_TEST_SRCS))
 TEST_COMMON := $(wildcard tests/common/*.c)
-BENCH_BINS := $(BUILD)/bench/allreduce_perf $(BUILD)/bench/mpi_allreduce_perf
+BENCH_BINS := $(BUILD)/bench/allreduce_perf $(BUILD)/bench/mpi_allreduce_perf $(BUILD)/bench/init_perf
 # Installed commands (tools/*.c), linked with libweft.a: they print the library's own tables.
 TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 # Programs of the documentation (docs/examples), built and run by make check.

@@ -58,7 +58,9 @@ void forkedLaunch(int nranks, forkedMain main, void *shared, pid_t *pids) {
 void forkedReap(pid_t *pids, int nranks, int timeoutMs) {
   int64_t end = forkedNowMs() + timeoutMs;
   for (int r = 0; r < nranks; r++) {
-    while (waitpid(pids[r], NULL, WNOHANG) == 0 && forkedNowMs() < end) usleep(2000);
+    pid_t got;
+    while ((got = waitpid(pids[r], NULL, WNOHANG)) == 0 && forkedNowMs() < end) usleep(2000);
+    if (got != 0) continue; /* reaped (or not ours): its pid may already be another process's */
     kill(pids[r], SIGKILL);
     waitpid(pids[r], NULL, 0);
   }
