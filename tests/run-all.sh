@@ -55,6 +55,7 @@ done
 run_cmd "mpirun -np 4 allreduce_perf -c 1" $MPIRUN -np 4 "$BUILD/bench/allreduce_perf" -b 8 -e 8M -f 8 -c 1 -n 5 -w 1
 run_cmd "elastic training example (docs/examples/elastic.c)" "$(dirname "$0")/run-elastic.sh" "$BUILD/examples/elastic"
 run_cmd "allreduce_perf -t 3 -d all -o all" "$BUILD/bench/allreduce_perf" -t 3 -b 1K -e 64K -f 8 -d all -o all -c 1 -n 2 -w 1
+run_cmd "allreduce_perf takes nccl-tests' flags" "$(dirname "$0")/bench/test-perf-flags.sh" "$BUILD"
 
 # Ranks on several emulated hosts (network namespaces; needs root): 77 means skipped.
 note "multi-host: tests/mpi/run-multihost.sh $BUILD"
