@@ -40,7 +40,9 @@ FAULT_HELPERS := $(filter-out $(FAULT_SRCS),$(wildcard tests/fault/*.c))
 MPI_TEST_SRCS := $(wildcard tests/mpi/*.c)
 MPI_TEST_BINS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(MPI_TEST_SRCS))
 TEST_COMMON := $(wildcard tests/common/*.c)
-BENCH_BINS := $(BUILD)/bench/allreduce_perf $(BUILD)/bench/mpi_allreduce_perf $(BUILD)/bench/init_perf
+# bench/<name>.c is a benchmark; bench/perf_*.c, the driver they share, is linked into each.
+BENCH_COMMON := $(wildcard bench/perf_*.c)
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(filter-out $(BENCH_COMMON),$(wildcard bench/*.c)))
 # Installed commands (tools/*.c), linked with libweft.a: they print the library's own tables.
 TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 # Programs of the documentation (docs/examples), built and run by make check.
@@ -84,9 +86,9 @@ $(BUILD)/libweft.so: $(BUILD)/$(SONAME)
 $(BUILD)/libweft.a: $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libweft.a include/weft.h
+$(BUILD)/bench/%: bench/%.c $(BENCH_COMMON) $(wildcard bench/*.h) $(BUILD)/libweft.a include/weft.h
 	@mkdir -p $(dir $@)
-	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) $< -o $@ $(BUILD)/libweft.a $(LIBS)
+	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) $< $(BENCH_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
 
 $(BUILD)/tools/%: tools/%.c $(BUILD)/libweft.a
 	@mkdir -p $(dir $@)

@@ -3,18 +3,23 @@
  * MPI rank (rank = worldRank * threads + thread), and MPI carries nothing but the unique id and
  * the benchmark's own barriers and timings. Without mpirun it runs as one process, without MPI.
  *   build/bench/allreduce_perf -t 4 -b 8 -e 64M -f 2
- *   mpirun --allow-run-as-root --oversubscribe -np 4 build/bench/allreduce_perf -b 8 -e 64M -f 2 */
-#include "weft.h"
-#include "perf_common.h"
+ *   mpirun --allow-run-as-root --oversubscribe -np 4 build/bench/allreduce_perf -b 8 -e 64M -f 2
+ * The options, table and timing loop are bench/perf_*.c's (docs/benchmark.md). */
+#include <stdio.h>
+#include <string.h>
 
-/* perf_common's type and op indices, in weft's terms. */
+#include "perf_run.h"
+#include "weft.h"
+
+/* perf_data's type and op indices, in weft's terms. */
 static const weftDataType_t weftTypes[PERF_NTYPES] = {
   weftInt8, weftUint8, weftInt32, weftUint32, weftInt64, weftUint64,
   weftFloat16, weftFloat32, weftFloat64, weftBfloat16,
 };
 static const weftRedOp_t weftOps[PERF_NOPS] = {weftSum, weftProd, weftMax, weftMin, weftAvg};
 
-static void weftColl(void *ctx, const void *send, void *recv, size_t count, int type, int op) {
+static void weftColl(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root) {
+  (void)root;
   weftComm_t comm = ctx;
   weftResult_t res = weftAllReduce(send, recv, count, weftTypes[type], weftOps[op], comm, NULL);
   if (res != weftSuccess) {
@@ -36,89 +41,55 @@ static int weftSupported(int type, int op) {
   return op != PERF_AVG || perfTypes[type].kind == PERF_FLOAT;
 }
 
-typedef struct {
-  perfRank r;
-  weftUniqueId id;
-  pthread_t thread;
-} rankThread;
-
-/* Each rank owns its buffers and communicator, as a process-per-rank application would. */
-static void *rankMain(void *arg) {
-  rankThread *t = arg;
-  perfRank *r = &t->r;
-  weftComm_t comm;
-  perfRankAlloc(r);
-  weftResult_t res = weftCommInitRank(&comm, r->nRanks, t->id, r->rank);
-  if (res != weftSuccess) {
-    perfFatal("rank %d: weftCommInitRank: %s: %s", r->rank, weftGetErrorString(res), weftGetLastError(NULL));
-  }
-  r->collCtx = comm;
-  if (r->printer) perfPrintTableHeader(r->opts);
-  perfRunAll(r);
-  res = weftCommDestroy(comm);
-  if (res != weftSuccess) perfFatal("rank %d: weftCommDestroy: %s", r->rank, weftGetErrorString(res));
-  perfRankFree(r);
-  return NULL;
-}
-
-static void printVersion(void) {
+static const char *weftLibrary(void) {
+  static char line[64];
   int v = 0;
   weftResult_t res = weftGetVersion(&v);
   if (res != weftSuccess) perfFatal("weftGetVersion: %s", weftGetErrorString(res));
-  printf("# weft version %d.%d.%d\n", v / 10000, v / 100 % 100, v % 100);
+  snprintf(line, sizeof(line), "weft version %d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+  return line;
 }
 
 /* World rank 0 creates the id (and with it the bootstrap root); MPI hands it to the others. */
-static weftUniqueId shareUniqueId(const perfWorld *w) {
-  weftUniqueId id;
-  memset(&id, 0, sizeof(id));
+static weftUniqueId uniqueId;
+
+static void *weftSetup(const perfWorld *w) {
+  memset(&uniqueId, 0, sizeof(uniqueId));
   if (w->rank == 0) {
-    weftResult_t res = weftGetUniqueId(&id);
+    weftResult_t res = weftGetUniqueId(&uniqueId);
     if (res != weftSuccess) perfFatal("weftGetUniqueId: %s: %s", weftGetErrorString(res), weftGetLastError(NULL));
   }
-  if (perfUseMpi) MPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
-  return id;
+  if (perfUseMpi) MPI_Bcast(&uniqueId, (int)sizeof(uniqueId), MPI_BYTE, 0, MPI_COMM_WORLD);
+  return &uniqueId;
 }
 
-/* Thread 0 runs on the main thread: it is the one that calls MPI (MPI_THREAD_FUNNELED). */
-static int runRanks(const perfOpts *o, const perfWorld *w, perfTeam *team, weftUniqueId id) {
-  rankThread *ts = calloc((size_t)o->nThreads, sizeof(*ts));
-  if (!ts) perfFatal("out of memory");
-  for (int i = 0; i < o->nThreads; i++) {
-    ts[i].id = id;
-    ts[i].r = (perfRank){.opts = o, .team = team, .tid = i, .rank = w->rank * o->nThreads + i,
-                         .nRanks = w->size * o->nThreads, .printer = w->rank == 0 && i == 0,
-                         .coll = weftColl, .supported = weftSupported,
-                         .algoName = weftAlgoName};
-    if (i > 0 && pthread_create(&ts[i].thread, NULL, rankMain, &ts[i]) != 0)
-      perfFatal("cannot start thread %d", i);
+/* Each rank owns its buffers and communicator, as a process-per-rank application would. */
+static void *weftRankInit(void *shared, int rank, int nRanks) {
+  weftComm_t comm;
+  weftResult_t res = weftCommInitRank(&comm, nRanks, *(const weftUniqueId *)shared, rank);
+  if (res != weftSuccess) {
+    perfFatal("rank %d: weftCommInitRank: %s: %s", rank, weftGetErrorString(res), weftGetLastError(NULL));
   }
-  rankMain(&ts[0]);
-  for (int i = 1; i < o->nThreads; i++) pthread_join(ts[i].thread, NULL);
-  /* Every rank holds the same global counts: rank 0's are the job's. */
-  if (ts[0].r.printer) perfPrintFooter(ts[0].r.errors, ts[0].r.bwSum, ts[0].r.bwCount);
-  int errors = ts[0].r.errors;
-  free(ts);
-  return errors;
+  return comm;
 }
+
+static void weftRankFini(void *ctx) {
+  weftResult_t res = weftCommDestroy(ctx);
+  if (res != weftSuccess) perfFatal("weftCommDestroy: %s", weftGetErrorString(res));
+}
+
+static const perfBench weftBench = {
+  .tool = "allreduce_perf",
+  .shape = &perfShapeAllReduce,
+  .run = weftColl,
+  .library = weftLibrary,
+  .setup = weftSetup,
+  .rankInit = weftRankInit,
+  .rankFini = weftRankFini,
+  .supported = weftSupported,
+  .algoName = weftAlgoName,
+};
 
 int main(int argc, char **argv) {
-  perfOpts o;
-  perfWorld w;
-  perfTeam team;
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  int rc = perfParseArgs(argc, argv, &o, "allreduce_perf");
-  if (rc <= 0) return rc < 0;
-  perfWorldInit(&w, perfEnvUnderMpi(), &argc, &argv);
-  if (w.rank == 0) {
-    printVersion();
-    perfPrintHeader(&o);
-  }
-  perfPrintDevices(o.nThreads, w.rank, w.size);
-  weftUniqueId id = shareUniqueId(&w);
-  perfTeamInit(&team, o.nThreads, w.size * o.nThreads, perfUseMpi);
-  int errors = runRanks(&o, &w, &team, id);
-  perfTeamFree(&team);
-  perfWorldFinalize();
-  return errors ? 1 : 0;
+  return perfMain(argc, argv, &weftBench);
 }

@@ -89,18 +89,21 @@ for p in $ranks; do
 done
 
 # Rows "tool ranks size time busbw" from every log, in the order run; time and busbw of the
-# chosen placement (nccl-tests columns 6 and 8 out of place, 10 and 12 in place). Only table
-# rows (not mpirun's messages) whose results were right (#wrong 0, or N/A without -c) count.
+# chosen placement. The columns are found from the table's header (the first "time" is out of
+# place, the second in place: -I and -S add columns), so extra flags after -- keep working.
+# Only table rows (not mpirun's messages) whose results were right (#wrong 0, or N/A without
+# -c) count.
 rows() {
-  local p k tool col=6
-  [ "$place" = in ] && col=10
+  local p k tool
   for p in $ranks; do
     for ((k = 1; k <= reps; k++)); do
       for tool in allreduce_perf mpi_allreduce_perf; do
         [ -f "$logdir/$tool.$p.$k" ] || continue
-        awk -v tool="$tool" -v np="$p" -v col="$col" \
-          '(NF == 13 || NF == 14) && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && ($(col + 3) == "0" || $(col + 3) == "N/A") {
-             print tool, np, $1, $col, $(col + 2) }' "$logdir/$tool.$p.$k"
+        awk -v tool="$tool" -v np="$p" -v place="$place" '
+          /^# +size +count / { n = 0; for (i = 2; i <= NF; i++) if ($i == "time" || $i == "cputime") t[++n] = i - 1
+                               col = place == "in" ? t[2] : t[1]; next }
+          col && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= col + 3 && ($(col + 3) == "0" || $(col + 3) == "N/A") {
+            print tool, np, $1, $col, $(col + 2) }' "$logdir/$tool.$p.$k"
       done
     done
   done

@@ -1,9 +1,13 @@
 /* mpi_allreduce_perf: the baseline for allreduce_perf. Same flags, same table, same data and
- * checks (bench/perf_common.h), but timing MPI_Allreduce on host buffers, one rank per MPI
+ * checks (bench/perf_*.c), but timing MPI_Allreduce on host buffers, one rank per MPI
  * process. Run it under mpirun, e.g.
  *   mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np 4 \
  *          build/bench/mpi_allreduce_perf -b 8 -e 256M -f 2 */
-#include "perf_common.h"
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "perf_run.h"
 
 static MPI_Datatype mpiType(int type) {
   switch (type) {
@@ -33,8 +37,9 @@ static int mpiSupported(int type, int op) {
   return mpiType(type) != MPI_DATATYPE_NULL && mpiOp(op) != MPI_OP_NULL;
 }
 
-static void mpiColl(void *ctx, const void *send, void *recv, size_t count, int type, int op) {
+static void mpiColl(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root) {
   (void)ctx;
+  (void)root;
   if (count > INT_MAX) perfFatal("count %zu exceeds MPI's int count", count);
   int rc = MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, mpiType(type),
                          mpiOp(op), MPI_COMM_WORLD);
@@ -54,45 +59,28 @@ static const char *mpiCheckOpts(const perfOpts *o) {
   return NULL;
 }
 
-/* "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4" */
-static void printMpiVersion(void) {
+/* "Open MPI v4.1.4, package: ..." -> "MPI library: Open MPI v4.1.4" */
+static const char *mpiLibrary(void) {
+  static char line[MPI_MAX_LIBRARY_VERSION_STRING + 16];
   char v[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
   MPI_Get_library_version(v, &len);
   v[strcspn(v, ",\n")] = '\0';
-  printf("# MPI library: %s\n", v);
-  if (!mpiSupported(PERF_HALF, PERF_SUM)) {
-    printf("# MPI has no half/bfloat16 type nor avg op: -d all / -o all skip them\n");
-  }
+  snprintf(line, sizeof(line), "MPI library: %s", v);
+  return line;
 }
 
+static const perfBench mpiBench = {
+  .tool = "mpi_allreduce_perf",
+  .shape = &perfShapeAllReduce,
+  .run = mpiColl,
+  .alwaysMpi = 1,
+  .library = mpiLibrary,
+  .note = "MPI has no half/bfloat16 type nor avg op: -d all / -o all skip them",
+  .checkOpts = mpiCheckOpts,
+  .supported = mpiSupported,
+};
+
 int main(int argc, char **argv) {
-  perfOpts o;
-  perfWorld w;
-  perfTeam team;
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  int rc = perfParseArgs(argc, argv, &o, "mpi_allreduce_perf");
-  if (rc <= 0) return rc < 0;
-  const char *err = mpiCheckOpts(&o);
-  if (err) {
-    if (perfEnvRank() == 0) fprintf(stderr, "mpi_allreduce_perf: %s\n", err);
-    return 1;
-  }
-  perfWorldInit(&w, 1, &argc, &argv);
-  if (w.rank == 0) {
-    printMpiVersion();
-    perfPrintHeader(&o);
-  }
-  perfPrintDevices(1, w.rank, w.size);
-  perfTeamInit(&team, 1, w.size, 1);
-  perfRank r = {.opts = &o, .team = &team, .rank = w.rank, .nRanks = w.size,
-                .printer = w.rank == 0, .coll = mpiColl, .supported = mpiSupported};
-  perfRankAlloc(&r);
-  if (r.printer) perfPrintTableHeader(&o);
-  perfRunAll(&r);
-  if (r.printer) perfPrintFooter(r.errors, r.bwSum, r.bwCount);
-  perfRankFree(&r);
-  perfTeamFree(&team);
-  perfWorldFinalize();
-  return r.errors ? 1 : 0;
+  return perfMain(argc, argv, &mpiBench);
 }

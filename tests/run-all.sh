@@ -56,6 +56,7 @@ run_cmd "mpirun -np 4 allreduce_perf -c 1" $MPIRUN -np 4 "$BUILD/bench/allreduce
 run_cmd "elastic training example (docs/examples/elastic.c)" "$(dirname "$0")/run-elastic.sh" "$BUILD/examples/elastic"
 run_cmd "packaging: exports, SONAME, install/uninstall (tests/pkg/run.sh)" "$(dirname "$0")/pkg/run.sh" "$BUILD"
 run_cmd "allreduce_perf -t 3 -d all -o all" "$BUILD/bench/allreduce_perf" -t 3 -b 1K -e 64K -f 8 -d all -o all -c 1 -n 2 -w 1
+run_cmd "allreduce_perf takes nccl-tests' flags" "$(dirname "$0")/bench/test-perf-flags.sh" "$BUILD"
 
 # Ranks on several emulated hosts (network namespaces; needs root): 77 means skipped.
 note "multi-host: tests/mpi/run-multihost.sh $BUILD"
