@@ -1160,13 +1160,23 @@ static weftResult_t lostError(const struct registration *reg, uint32_t lost, con
                       lost, name, reg->b->nranks, reg->rv->rootName, reg->b->rank);
 }
 
-/* Keeps the list of a STATUS or ABORT body (ranks below nranks, ascending; else ignored). */
-static void noteMissing(struct registration *reg, const uint8_t *body, size_t bodyLen) {
+int weftBootstrapParseMissing(const uint8_t *body, size_t bodyLen, int nranks, char *text,
+                              size_t textLen) {
+  if (bodyLen % 4 != 0 || bodyLen > 4 * MISSING_LISTED) return -1;
   for (size_t i = 0; i < bodyLen; i += 4) {
     uint32_t rank = weftGetBe32(body + i);
-    if (rank >= (uint32_t)reg->b->nranks || (i > 0 && rank <= weftGetBe32(body + i - 4))) return;
+    if (rank >= (uint32_t)nranks || (i > 0 && rank <= weftGetBe32(body + i - 4))) return -1;
   }
-  missingText(body, bodyLen, reg->missing, sizeof reg->missing);
+  missingText(body, bodyLen, text, textLen);
+  return 0;
+}
+
+/* Keeps the list of a STATUS or ABORT body (a malformed one is ignored: it only feeds a
+ * message). */
+static void noteMissing(struct registration *reg, const uint8_t *body, size_t bodyLen) {
+  char text[sizeof reg->missing];
+  if (weftBootstrapParseMissing(body, bodyLen, reg->b->nranks, text, sizeof text) == 0)
+    memcpy(reg->missing, text, sizeof text);
 }
 
 static weftResult_t awaitTable(struct registration *reg) {

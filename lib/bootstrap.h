@@ -98,6 +98,10 @@ weftResult_t weftBootstrapParseId(const weftUniqueId *id, union weftSockAddr *ro
                                   uint8_t *secret);
 /* A root reply's 24-byte header for a rank of an nranks communicator: 0, or -1 when the magic,
  * type, body length or rank count (arg) is wrong. */
+/* A STATUS or ABORT reply's body, the ranks not yet registered (u32 each, ascending, below
+ * nranks, at most 16), as "1, 3, 7" in text (always NUL-terminated); 0 when well formed. */
+int weftBootstrapParseMissing(const uint8_t *body, size_t bodyLen, int nranks, char *text,
+                              size_t textLen);
 int weftBootstrapParseReplyHeader(const uint8_t *head, int nranks, uint32_t *type, uint32_t *arg,
                                   size_t *bodyLen);
 /* 0 when the header's MAC covers the header, the body and reply number seq. */

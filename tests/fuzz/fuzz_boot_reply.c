@@ -1,7 +1,8 @@
 /* The root's replies as a rank receives them: the 24-byte header, the body it announces (the
  * rank table), its MAC, and the decoded table. Input: options u8 (bit 0: sign with the right
- * MAC), nranks u16, header[24], then the body. */
+ * MAC), nranks u16, header[24], then the body (a STATUS or ABORT body lists missing ranks). */
 #include <stdio.h>
+#include <string.h>
 
 #include "bootstrap.h"
 #include "fuzz_common.h"
@@ -31,10 +32,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char name[WEFT_SOCK_NAME_MAX];
         for (int r = 0; bad < 0 && r < nranks; r++) weftSockAddrName(&peers[r], name);
         free(peers);
-      } else if (ok) {
-        /* What the rank computes from a progress report or an abort. */
+      } else if (ok && (type == 1 || type == 3)) {
+        /* What the rank computes from a progress report or an abort: the count and the list
+         * of ranks still missing. */
         volatile int missing = nranks - (int)arg;
         (void)missing;
+        char text[192];
+        if (weftBootstrapParseMissing(body, bodyLen, nranks, text, sizeof text) == 0 &&
+            strlen(text) >= sizeof text)
+          abort();
       }
       free(body);
     }
