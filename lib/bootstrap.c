@@ -76,9 +76,8 @@ enum replyType { REPLY_STATUS = 1, REPLY_TABLE = 2, REPLY_ABORT = 3, REPLY_LOST 
 /* Least time between two progress reports from the root to one rank: they only feed timeout
  * messages, and one per registration would be quadratic in the rank count. */
 #define STATUS_INTERVAL_MS 100
-/* Ranks not yet registered that a STATUS or ABORT names: enough to find the culprits, and a
- * body that stays small however many ranks there are. Recomputed at most every
- * STATUS_INTERVAL_MS, so a scan of the ranks is not paid per reply. */
+/* Ranks not yet registered that a STATUS or ABORT names (the lowest ones): enough to find
+ * the culprits, and a body that stays small however many ranks there are. */
 #define MISSING_LISTED 16
 #define MAX_RANKS (1 << 20)
 #define CONNECT_BACKOFF_MIN_MS 10
@@ -563,9 +562,11 @@ struct root {
   int toldLost;                 /* ranks told so (their connections then closed) */
   uint8_t lostAddr[ADDR_BYTES]; /* the LOST replies' body */
   uint64_t lostDigest;
-  uint8_t missing[4 * MISSING_LISTED]; /* the lowest unregistered ranks, as STATUS bodies say */
-  size_t missingBytes;
-  int64_t missingAtMs; /* when missing[] was computed; -1: never */
+  /* The lowest unregistered ranks, kept as ranks come and go (each rank is scanned about
+   * once, so no reply pays a scan of all ranks): every unregistered rank below missingScan,
+   * ascending, and at most MISSING_LISTED of them. */
+  int missingRanks[MISSING_LISTED];
+  int nMissing, missingScan;
 };
 
 static int clientIdle(const struct rootClient *c) {
@@ -632,23 +633,45 @@ static void rootFlush(struct root *r, int rank) {
   }
 }
 
-/* Refreshes r->missing (at most every STATUS_INTERVAL_MS, or at once when force). */
-static void rootNoteMissing(struct root *r, int64_t now, int force) {
-  if (!force && r->missingAtMs >= 0 && now - r->missingAtMs < STATUS_INTERVAL_MS) return;
-  r->missingBytes = 0;
-  for (int rank = 0; rank < r->nranks && r->missingBytes < sizeof r->missing; rank++)
-    if (r->byRank[rank] == NULL) {
-      weftPutBe32(r->missing + r->missingBytes, (uint32_t)rank);
-      r->missingBytes += 4;
+/* Lists unregistered ranks from missingScan on, up to MISSING_LISTED. */
+static void missingExtend(struct root *r) {
+  for (; r->nMissing < MISSING_LISTED && r->missingScan < r->nranks; r->missingScan++)
+    if (r->byRank[r->missingScan] == NULL) r->missingRanks[r->nMissing++] = r->missingScan;
+}
+
+/* Rank registered: it leaves the list, which takes the next unregistered rank. */
+static void missingRegistered(struct root *r, int rank) {
+  for (int i = 0; i < r->nMissing; i++)
+    if (r->missingRanks[i] == rank) {
+      memmove(&r->missingRanks[i], &r->missingRanks[i + 1],
+              sizeof(int) * (size_t)(r->nMissing - i - 1));
+      r->nMissing--;
+      missingExtend(r);
+      return;
     }
-  r->missingAtMs = now;
+}
+
+/* Rank is unregistered again (it gave up): back into the list if below the scan. */
+static void missingLeft(struct root *r, int rank) {
+  if (rank >= r->missingScan) return;
+  int i = r->nMissing;
+  while (i > 0 && r->missingRanks[i - 1] > rank) i--;
+  if (r->nMissing == MISSING_LISTED) { /* the largest goes; the scan resumes there */
+    r->missingScan = r->missingRanks[MISSING_LISTED - 1];
+    r->nMissing--;
+    if (i > r->nMissing) return;
+  }
+  memmove(&r->missingRanks[i + 1], &r->missingRanks[i], sizeof(int) * (size_t)(r->nMissing - i));
+  r->missingRanks[i] = rank;
+  r->nMissing++;
 }
 
 /* Queues a STATUS or ABORT: the count and the lowest ranks still missing. */
 static void rootQueueStatus(struct root *r, struct rootClient *c, uint32_t type) {
-  memcpy(c->missing, r->missing, r->missingBytes);
-  clientQueue(r, c, type, (uint32_t)r->registered, c->missing, r->missingBytes,
-              bodyDigest(r->secret, c->missing, r->missingBytes));
+  for (int i = 0; i < r->nMissing; i++) weftPutBe32(c->missing + 4 * i, (uint32_t)r->missingRanks[i]);
+  size_t bytes = 4 * (size_t)r->nMissing;
+  clientQueue(r, c, type, (uint32_t)r->registered, c->missing, bytes,
+              bodyDigest(r->secret, c->missing, bytes));
 }
 
 /* "1, 3, 7" from a STATUS body of n bytes. */
@@ -673,7 +696,6 @@ static void rootQueueReplies(struct root *r, int64_t now) {
       c->tableQueued = 1;
     } else if (!r->distributing && c->reportedCount != r->registered &&
                now - c->lastStatusMs >= STATUS_INTERVAL_MS) {
-      rootNoteMissing(r, now, 0);
       rootQueueStatus(r, c, REPLY_STATUS);
       c->reportedCount = r->registered;
       c->lastStatusMs = now;
@@ -713,6 +735,7 @@ static int rootSizeFor(struct root *r, int nranks) {
     return -1;
   }
   r->nranks = nranks;
+  missingExtend(r);
   return 0;
 }
 
@@ -739,6 +762,7 @@ static void rootAdmit(struct root *r, size_t i) {
   memcpy(r->table + (size_t)h.rank * ADDR_BYTES, h.addr, ADDR_BYTES);
   r->byRank[h.rank] = c;
   r->registered++;
+  missingRegistered(r, (int)h.rank);
   INFO(WEFT_BOOT, "bootstrap root at %s: rank %u registered from %s (%d of %d)", r->name, h.rank,
        c->name, r->registered, r->nranks);
 }
@@ -748,6 +772,7 @@ static void rootAdmit(struct root *r, size_t i) {
 static void rootOnGiveUp(struct root *r, int rank) {
   rootCloseClient(r, rank, WEFT_LOG_INFO, "it gave up at its timeout");
   r->registered--;
+  missingLeft(r, rank);
   memset(r->table + (size_t)rank * ADDR_BYTES, 0, ADDR_BYTES);
 }
 
@@ -843,10 +868,10 @@ static void rootGiveUp(struct root *r) {
          elapsed, rootOpenClients(r));
     return;
   }
-  rootNoteMissing(r, weftNowMs(), 1);
-  char missing[256];
-  missingText(r->missing, r->missingBytes, missing, sizeof missing);
-  int unlisted = r->nranks - r->registered - (int)(r->missingBytes / 4);
+  char missing[256] = "";
+  for (int i = 0, o = 0; i < r->nMissing && o < (int)sizeof missing; i++)
+    o += snprintf(missing + o, sizeof missing - (size_t)o, "%s%d", i ? ", " : "", r->missingRanks[i]);
+  int unlisted = r->nranks - r->registered - r->nMissing;
   WARN("bootstrap root at %s: %d of %d ranks had not registered after %lld ms (WEFT_TIMEOUT_MS): "
        "rank%s %s%s; giving up", r->name, r->nranks - r->registered, r->nranks, elapsed,
        r->nranks - r->registered > 1 ? "s" : "", missing, unlisted > 0 ? ", ..." : "");
@@ -928,7 +953,6 @@ static weftResult_t startRoot(const union weftSockAddr *addr, const uint8_t *sec
   r->startMs = weftNowMs();
   r->deadlineMs = deadlineMs;
   r->lost = -1;
-  r->missingAtMs = -1;
   pthread_attr_t attr;
   pthread_t thread;
   pthread_attr_init(&attr);
