@@ -32,6 +32,9 @@ FAULT_HELPERS := $(filter-out $(FAULT_SRCS),$(wildcard tests/fault/*.c))
 MPI_TEST_SRCS := $(wildcard tests/mpi/*.c)
 MPI_TEST_BINS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(MPI_TEST_SRCS))
 TEST_COMMON := $(wildcard tests/common/*.c)
+# Helpers of the test scripts (tests/tools/*.c, no Criterion), e.g. the capability probe.
+TOOL_SRCS := $(wildcard tests/tools/*.c)
+TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRCS))
 BENCH_BINS := $(BUILD)/bench/allreduce_perf $(BUILD)/bench/mpi_allreduce_perf
 # Programs of the documentation (docs/examples), built and run by make check.
 EXAMPLE_BINS := $(patsubst docs/examples/%.c,$(BUILD)/examples/%,$(wildcard docs/examples/*.c))
@@ -42,7 +45,8 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 all: lib benches tests
 lib: $(BUILD)/libweft.so $(BUILD)/libweft.a
 benches: $(BENCH_BINS) $(EXAMPLE_BINS)
-tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(NET_BINS) $(FAULT_BINS) $(MPI_TEST_BINS)
+tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(NET_BINS) $(FAULT_BINS) $(MPI_TEST_BINS) \
+  $(TOOL_BINS)
 
 # Installs missing packages once per build tree (and again when install-deps.sh changes).
 $(DEPS_STAMP): install-deps.sh
@@ -82,6 +86,9 @@ $(BUILD)/tests/net/%: tests/net/%.c $(BUILD)/libweft.a $(TEST_COMMON)
 $(BUILD)/tests/fault/%: tests/fault/%.c $(BUILD)/libweft.a $(TEST_COMMON) $(FAULT_HELPERS) $(wildcard tests/fault/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/common -Itests/fault $< $(FAULT_HELPERS) $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
+$(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libweft.a $(TEST_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
 $(BUILD)/tests/mpi/%: tests/mpi/%.c $(BUILD)/libweft.a $(TEST_COMMON)
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bootstrap.h"
+#include "caps.h"
 #include "log.h"
 #include "socket.h"
 
@@ -331,7 +332,9 @@ Test(ranks, ipv6_loopback) {
   v6.sin6.sin6_family = AF_INET6;
   v6.sin6.sin6_addr = in6addr_loopback;
   int fd;
-  if (weftSocketListen(&v6, &fd, &bound) != weftSuccess) cr_skip_test("no IPv6 loopback here");
+  SKIP_UNLESS("ipv6");
+  cr_assert_eq(weftSocketListen(&v6, &fd, &bound), weftSuccess, "this machine has IPv6 loopback: %s",
+               weftThreadLastError());
   close(fd);
   setenv("WEFT_SOCKET_IFNAME", "=lo", 1);
   setenv("WEFT_SOCKET_FAMILY", "AF_INET6", 1);
