@@ -209,7 +209,10 @@ static weftResult_t commInit(struct weftComm *comm) {
   weftShmSweepDead();
   weftResult_t rc = commInitBody(comm);
   if (rc == weftSuccess) return rc;
-  if (rc != weftTimeout) rc = nameDeadPeers(comm, rc);
+  /* An invalid argument or usage (WEFT_ALGO naming an algorithm that cannot run here) is
+   * found by every rank alone: ranks that failed first and exited are not its cause. */
+  if (rc != weftTimeout && rc != weftInvalidArgument && rc != weftInvalidUsage)
+    rc = nameDeadPeers(comm, rc);
   weftShmSweepDead();
   return rc;
 }
