@@ -20,6 +20,10 @@
 #include "forked.h"
 #include "harness.h"
 
+/* A hang fails the test (tests/run-all.sh requires a timeout on every test). */
+TestSuite(config, .timeout = 60);
+TestSuite(mismatch, .timeout = 60);
+
 static int64_t nowMs(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -24,6 +24,9 @@
 #include "forked.h"
 #include "harness.h"
 
+/* A hang fails the test (tests/run-all.sh requires a timeout on every test). */
+TestSuite(wrapper, .timeout = 60);
+
 #define NRANKS 4
 #define MAX_COUNT (96 * 1024) /* int32: 384 KiB, several slots of either transport */
 #define TIMEOUT_MS 1500       /* WEFT_TIMEOUT_MS of the drop runs */

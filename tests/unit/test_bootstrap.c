@@ -15,6 +15,16 @@
 #include "log.h"
 #include "socket.h"
 
+/* A hang fails the test (tests/run-all.sh requires a timeout on every test). */
+TestSuite(siphash, .timeout = 60);
+TestSuite(ifname, .timeout = 60);
+TestSuite(unique_id, .timeout = 60);
+TestSuite(ranks, .timeout = 60);
+TestSuite(security, .timeout = 60);
+TestSuite(timeout, .timeout = 60);
+TestSuite(failure, .timeout = 60);
+TestSuite(comm_id, .timeout = 60);
+
 /* ---- Helpers ---- */
 
 static void sleepMs(int ms) {

@@ -23,6 +23,9 @@
 #define TEST_X86 0
 #endif
 
+/* A hang fails the test (tests/run-all.sh requires a timeout on every test). */
+TestSuite(reduce, .timeout = 120);
+
 static const size_t lengths[] = {0, 1, 7, 31, 33, 1000003};
 #define NLENGTHS (sizeof lengths / sizeof lengths[0])
 
