@@ -35,6 +35,10 @@ TEST_COMMON := $(wildcard tests/common/*.c)
 # Helpers of the test scripts (tests/tools/*.c, no Criterion), e.g. the capability probe.
 TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRCS))
+# Programs of make check-tsan (tests/tsan/*.c, no Criterion: it cannot start under TSan);
+# built with every tree so that they compile cleanly everywhere.
+TSAN_SRCS := $(wildcard tests/tsan/*.c)
+TSAN_BINS := $(patsubst tests/tsan/%.c,$(BUILD)/tests/tsan/%,$(TSAN_SRCS))
 BENCH_BINS := $(BUILD)/bench/allreduce_perf $(BUILD)/bench/mpi_allreduce_perf
 # Programs of the documentation (docs/examples), built and run by make check.
 EXAMPLE_BINS := $(patsubst docs/examples/%.c,$(BUILD)/examples/%,$(wildcard docs/examples/*.c))
@@ -46,7 +50,7 @@ all: lib benches tests
 lib: $(BUILD)/libweft.so $(BUILD)/libweft.a
 benches: $(BENCH_BINS) $(EXAMPLE_BINS)
 tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(NET_BINS) $(FAULT_BINS) $(MPI_TEST_BINS) \
-  $(TOOL_BINS)
+  $(TOOL_BINS) $(TSAN_BINS)
 
 # Installs missing packages once per build tree (and again when install-deps.sh changes).
 $(DEPS_STAMP): install-deps.sh
@@ -87,6 +91,9 @@ $(BUILD)/tests/fault/%: tests/fault/%.c $(BUILD)/libweft.a $(TEST_COMMON) $(FAUL
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/common -Itests/fault $< $(FAULT_HELPERS) $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
 $(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libweft.a $(TEST_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
+$(BUILD)/tests/tsan/%: tests/tsan/%.c $(BUILD)/libweft.a $(TEST_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
 $(BUILD)/tests/mpi/%: tests/mpi/%.c $(BUILD)/libweft.a $(TEST_COMMON)
@@ -139,7 +146,7 @@ check-asan: $(DEPS_STAMP)
 	tests/run-sanitizer.sh asan build-asan
 check-tsan: $(DEPS_STAMP)
 	$(MAKE) BUILD=build-tsan DEPS_STAMP=$(DEPS_STAMP) CFLAGS="$(SAN_COMMON) -fsanitize=thread" \
-	  build-tsan/bench/allreduce_perf
+	  build-tsan/bench/allreduce_perf build-tsan/tests/tsan/tsan_paths build-tsan/tests/tools/caps
 	tests/run-sanitizer.sh tsan build-tsan
 
 install: lib
