@@ -22,7 +22,7 @@
 #define GONE_BOUND_MS 10000
 
 static void verbose(const char *what, long long ms) {
-  if (getenv("WEFT_TEST_VERBOSE")) fprintf(stderr, "%s: %lld ms\n", what, ms);
+  if (getenv("WEFT_TEST_VERBOSE")) fprintf(stderr, "abort: %s: %lld ms\n", what, ms);
 }
 
 /* A hang fails the test (tests/run-all.sh requires a timeout on every test). */
@@ -93,7 +93,8 @@ static void abortUnblocks(const char *algo) {
   pthread_join(tid, NULL);
   cr_expect_eq(b.rc, weftRemoteError, "%s: %d %s", algo, b.rc, b.msg);
   cr_expect(strstr(b.msg, "aborted") != NULL, "%s: %s", algo, b.msg);
-  verbose(algo, (long long)(b.returnedAt - abortAt));
+  verbose(strcmp(algo, "direct") == 0 ? "blocked direct call returned" : "blocked ring call returned",
+          (long long)(b.returnedAt - abortAt));
   cr_expect_lt(b.returnedAt - abortAt, ABORT_BOUND_MS, "%s: returned %lld ms after the abort", algo,
                (long long)(b.returnedAt - abortAt));
   /* rank 1 now finds its peer gone instead of waiting for the timeout (its first call may
@@ -101,7 +102,7 @@ static void abortUnblocks(const char *algo) {
   struct blocked b1 = {.comm = t[1].comm};
   int64_t start = nowMs();
   for (int i = 0; i < 2 && b1.rc == weftSuccess; i++) blockedAllReduce(&b1);
-  verbose("its peer, to see it gone", (long long)(nowMs() - start));
+  verbose("its peer saw it gone", (long long)(nowMs() - start));
   cr_expect(b1.rc == weftRemoteError && nowMs() - start < GONE_BOUND_MS, "%s: rank 1 got %d after %lld ms: %s",
             algo, b1.rc, (long long)(nowMs() - start), b1.msg);
   cr_expect_eq(weftCommDestroy(t[1].comm), weftSuccess);
@@ -170,7 +171,7 @@ Test(nonblocking, abort_pending_collective, .timeout = 30) {
   cr_expect_eq(state, weftInProgress);
   int64_t start = nowMs();
   cr_assert_eq(weftCommAbort(t[0].comm), weftSuccess);
-  verbose("abort of a pending collective", (long long)(nowMs() - start));
+  verbose("pending collective", (long long)(nowMs() - start));
   cr_expect_lt(nowMs() - start, ABORT_BOUND_MS, "abort took %lld ms", (long long)(nowMs() - start));
   cr_assert_eq(weftCommAbort(t[1].comm), weftSuccess);
 }
@@ -191,7 +192,7 @@ Test(nonblocking, abort_during_init, .timeout = 30) {
   cr_expect_eq(weftAllReduce(&x, &y, 1, weftFloat32, weftSum, comm, NULL), weftInvalidUsage);
   int64_t start = nowMs();
   cr_assert_eq(weftCommAbort(comm), weftSuccess);
-  verbose("abort of a pending init", (long long)(nowMs() - start));
+  verbose("pending init", (long long)(nowMs() - start));
   cr_expect_lt(nowMs() - start, ABORT_BOUND_MS, "abort of a pending init took %lld ms",
                (long long)(nowMs() - start));
   /* the root listener of weftGetUniqueId gives up on its own; wait for it */

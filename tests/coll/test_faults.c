@@ -39,6 +39,7 @@ struct rankReport {
   volatile int done;
   volatile int rc;
   volatile int64_t atMs; /* when the failing call returned */
+  volatile int64_t callMs; /* mismatch: when the mismatched call started */
   volatile long iters;
   volatile long combined; /* mismatch: elements of recvbuff that hold others' data */
   char sig[96];           /* mismatch: this rank's call, as the library's message writes it */
@@ -84,6 +85,7 @@ static void mismatchedCall(struct rankReport *me, weftComm_t comm, float *in, fl
     in[i] = (float)(1 << (4 * rank));
     memcpy(&out[i], &(uint32_t){UNTOUCHED}, 4);
   }
+  me->callMs = nowMs();
   if (rc == weftSuccess) rc = weftAllReduce(in, out, count, type, op, comm, NULL);
   for (size_t i = 0; i < count; i++) {
     uint32_t o, mine;
@@ -301,7 +303,7 @@ static void mismatch(const char *algo, enum mode mode) {
     struct rankReport *rep = &run.sh->r[r];
     if (getenv("WEFT_TEST_VERBOSE"))
       fprintf(stderr, "mismatch %s %d: rank %d: rc %d after %lld ms: %s\n", name, mode, r, rep->rc,
-              (long long)(rep->atMs - start), rep->msg);
+              (long long)(rep->atMs - rep->callMs), rep->msg);
     cr_expect(rep->done, "mode %d: rank %d never returned", mode, r);
     cr_expect_eq(rep->rc, weftInvalidUsage, "mode %d, %s: rank %d got %d (%s)", mode, name, r,
                  rep->rc, rep->msg);
