@@ -45,6 +45,13 @@ BENCH_COMMON := $(wildcard bench/perf_*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(filter-out $(BENCH_COMMON),$(wildcard bench/*.c)))
 # Installed commands (tools/*.c), linked with libweft.a: they print the library's own tables.
 TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
+# Helpers of the test scripts (tests/tools/*.c, no Criterion), e.g. the capability probe.
+TEST_TOOL_SRCS := $(wildcard tests/tools/*.c)
+TEST_TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TEST_TOOL_SRCS))
+# Programs of make check-tsan (tests/tsan/*.c, no Criterion: it cannot start under TSan);
+# built with every tree so that they compile cleanly everywhere.
+TSAN_SRCS := $(wildcard tests/tsan/*.c)
+TSAN_BINS := $(patsubst tests/tsan/%.c,$(BUILD)/tests/tsan/%,$(TSAN_SRCS))
 # Programs of the documentation (docs/examples), built and run by make check.
 EXAMPLE_BINS := $(patsubst docs/examples/%.c,$(BUILD)/examples/%,$(wildcard docs/examples/*.c))
 
@@ -55,7 +62,8 @@ all: lib tools benches tests
 tools: $(TOOL_BINS)
 lib: $(BUILD)/libweft.so $(BUILD)/$(SONAME) $(BUILD)/libweft.a
 benches: $(BENCH_BINS) $(EXAMPLE_BINS)
-tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(NET_BINS) $(FAULT_BINS) $(MPI_TEST_BINS)
+tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(NET_BINS) $(FAULT_BINS) $(MPI_TEST_BINS) \
+  $(TEST_TOOL_BINS) $(TSAN_BINS)
 
 # Installs missing packages once per build tree (and again when install-deps.sh changes).
 $(DEPS_STAMP): install-deps.sh
@@ -121,6 +129,12 @@ $(BUILD)/tests/net/%: tests/net/%.c $(BUILD)/libweft.a $(TEST_COMMON)
 $(BUILD)/tests/fault/%: tests/fault/%.c $(BUILD)/libweft.a $(TEST_COMMON) $(FAULT_HELPERS) $(wildcard tests/fault/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/common -Itests/fault $< $(FAULT_HELPERS) $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
+$(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libweft.a $(TEST_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
+$(BUILD)/tests/tsan/%: tests/tsan/%.c $(BUILD)/libweft.a $(TEST_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
 $(BUILD)/tests/mpi/%: tests/mpi/%.c $(BUILD)/libweft.a $(TEST_COMMON)
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
@@ -171,7 +185,7 @@ check-asan: $(DEPS_STAMP)
 	tests/run-sanitizer.sh asan build-asan
 check-tsan: $(DEPS_STAMP)
 	$(MAKE) BUILD=build-tsan DEPS_STAMP=$(DEPS_STAMP) CFLAGS="$(SAN_COMMON) -fsanitize=thread" \
-	  build-tsan/bench/allreduce_perf
+	  build-tsan/bench/allreduce_perf build-tsan/tests/tsan/tsan_paths build-tsan/tests/tools/caps
 	tests/run-sanitizer.sh tsan build-tsan
 
 # PREFIX, LIBDIR, INCLUDEDIR, BINDIR as a distribution sets them; DESTDIR stages a package.

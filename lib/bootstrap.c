@@ -66,8 +66,10 @@ _Static_assert(HELLO_BYTES == WEFT_BOOT_HELLO_BYTES && ADDR_BYTES == WEFT_BOOT_A
 enum helloKind { HELLO_REGISTER = WEFT_BOOT_HELLO_REGISTER, HELLO_RING = WEFT_BOOT_HELLO_RING };
 enum replyType { REPLY_STATUS = 1, REPLY_TABLE = 2, REPLY_ABORT = 3, REPLY_LOST = 4 };
 
-/* How long an accepted connection may take to prove the secret before it is dropped. */
-#define HANDSHAKE_TIMEOUT_MS 2000
+/* How long an accepted connection may take to prove the secret before it is dropped (a
+ * variable only so that tests can tell a listener that waits on a silent stranger from one
+ * that does not without racing the 2 s: bootstrap.h). */
+int weftBootstrapHandshakeMs = 2000;
 /* Unauthenticated connections one listener holds at once; beyond that the oldest goes, so a
  * flood of strangers cannot exhaust the descriptors the real ranks need. */
 #define MAX_PENDING 256
@@ -398,7 +400,7 @@ static size_t pendingOldest(const struct pendingSet *set) {
 
 static void pendingExpire(struct pendingSet *set, int64_t now) {
   char why[64];
-  snprintf(why, sizeof why, "no complete hello within %d ms", HANDSHAKE_TIMEOUT_MS);
+  snprintf(why, sizeof why, "no complete hello within %d ms", weftBootstrapHandshakeMs);
   for (size_t i = set->count; i-- > 0;)
     if (now >= set->peers[i].deadlineMs) pendingDrop(set, i, WEFT_LOG_INFO, why);
 }
@@ -411,7 +413,7 @@ static int64_t pendingEarliest(const struct pendingSet *set, int64_t deadlineMs)
 
 /* Greets a fresh connection with its nonce and starts its handshake clock. */
 static void pendingAdd(struct pendingSet *set, int fd, const union weftSockAddr *from) {
-  struct pendingPeer peer = {.fd = fd, .deadlineMs = weftNowMs() + HANDSHAKE_TIMEOUT_MS};
+  struct pendingPeer peer = {.fd = fd, .deadlineMs = weftNowMs() + weftBootstrapHandshakeMs};
   weftSockAddrName(from, peer.name);
   size_t sent = 0;
   /* A fresh socket's send buffer always has room for the nonce; failing here means the

@@ -9,6 +9,12 @@
 
 struct weftBootstrap;
 
+/* How long a listener (the root's, a rank's) gives an accepted connection to prove the secret,
+ * in ms (2000). Not a parameter: tests set it, before any listener exists, to tell apart a
+ * listener that waits on a silent stranger from one that does not. Hidden, as the other test
+ * hooks are (lib/transport.h). */
+__attribute__((visibility("hidden"))) extern int weftBootstrapHandshakeMs;
+
 /* Fills id with this host's bootstrap address (WEFT_SOCKET_IFNAME), a fresh port and a random
  * secret, and starts the root listener thread in this process. The root serves one
  * communicator's worth of ranks, then exits; it also exits after WEFT_TIMEOUT_MS. */

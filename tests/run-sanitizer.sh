@@ -4,13 +4,18 @@
 #               by a --filter so it fits CI) and the mpirun runs, under AddressSanitizer +
 #               UndefinedBehaviorSanitizer with leak detection.
 #   tsan BUILD: Criterion's fork machinery cannot start under ThreadSanitizer, so the
-#               multi-threaded paths run through bench/allreduce_perf with ranks as threads:
-#               every algorithm, shm and tcp, and ranks on emulated hosts (WEFT_HOSTID).
-# Any sanitizer report fails the run. Prints "check-<kind>: N passed, N failed" at the end.
+#               multi-threaded paths run through tests/tsan/tsan_paths (ranks as threads of one
+#               process and of processes on emulated hosts: every algorithm, hier included,
+#               shm and tcp; non-blocking init and collectives; abort from another thread; the
+#               signature notes of a mismatch and of a stuck rank, results checked) and
+#               bench/allreduce_perf with ranks as threads.
+# A failure is a failure: nothing is run again. Any sanitizer report fails the run, and so does
+# a skip that does not name the capability this machine lacks. Prints
+# "check-<kind>: N passed, N failed, N skipped" at the end.
 set -u
 kind=${1:?asan or tsan}
 BUILD=${2:?build directory}
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 MPIRUN="mpirun --allow-run-as-root --oversubscribe"
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 note() { printf '\n=== %s\n' "$*"; }
@@ -25,43 +30,26 @@ run_cmd() {
   else failed=$((failed + 1)); echo "FAIL $name (exit $rc, $((SECONDS - start)) s)"; fi
 }
 
-# A Criterion binary: passes when it exits 0 with no failing or crashing test and no sanitizer
-# report. A failure without any report (a timing assertion: sanitized code runs several times
-# slower) is run once more; a sanitizer report is never retried.
-criterion_once() {
-  local out=$1; shift
-  "$@" >"$out" 2>&1
-  local rc=$?
-  grep -E "^\[(FAIL|SKIP)\]|Synthesis|ERROR: (Address|Leak)Sanitizer|runtime error|SUMMARY" "$out" | tail -40
-  if grep -qE "Sanitizer|runtime error" "$out"; then return 2; fi
-  [ "$rc" -eq 0 ] && grep -q "Synthesis" "$out"
-}
-
+# A Criterion binary: passes when it exits 0 with no failing or crashing test, no sanitizer
+# report and no unexplained skip.
 run_criterion() {
-  local bin=$1; shift
-  local out status
+  local bin=$1 out rc ok=1; shift
   out=$(mktemp)
   note "$bin $*"
   local start=$SECONDS
-  criterion_once "$out" "$bin" --jobs 1 "$@"
-  status=$?
-  if [ "$status" -eq 1 ]; then
-    grep -E "^\[----\] .*[^ ]|^[^[]" "$out" | grep -v "^\[----\] Criterion" | head -30
-    local tests
-    tests=$(sed -n 's/^\[FAIL\] \([^:]*\)::\([^:]*\):.*/\1\/\2/p' "$out")
-    if [ -n "$tests" ]; then
-      status=0
-      local one
-      for one in $tests; do
-        echo "(no sanitizer report: running $one once more)"
-        criterion_once "$out" "$bin" --jobs 1 --filter "$one" || { status=$?; break; }
-      done
-    fi
-  fi
-  if [ "$status" -eq 0 ]; then
+  timeout -k 10 1800 "$bin" --jobs 1 --verbose "$@" >"$out" 2>&1
+  rc=$?
+  grep -E "^\[(FAIL|SKIP)\]|Synthesis|ERROR: (Address|Leak|Thread)Sanitizer|runtime error|SUMMARY" "$out" | tail -40
+  if grep -qE "Sanitizer|runtime error" "$out"; then ok=0; fi
+  [ "$rc" -eq 0 ] && grep -q "Synthesis" "$out" || ok=0
+  local line
+  while IFS= read -r line; do
+    if [[ "$line" == *"[needs "*"]"* ]]; then skipped=$((skipped + 1)); else ok=0; echo "unexplained skip: $line"; fi
+  done < <(sed -n 's/^\[SKIP\] //p' "$out")
+  if [ "$ok" = 1 ]; then
     passed=$((passed + 1)); echo "PASS $(basename "$bin") ($((SECONDS - start)) s)"
   else
-    failed=$((failed + 1)); echo "FAIL $(basename "$bin") ($((SECONDS - start)) s)"
+    failed=$((failed + 1)); echo "FAIL $(basename "$bin") (exit $rc, $((SECONDS - start)) s)"
     grep -E "^\[----\] .*[^ ]|^[^[]" "$out" | grep -v "^\[----\] Criterion" | head -60
   fi
   rm -f "$out"
@@ -82,7 +70,8 @@ asan)
       # The full matrix takes too long sanitized: a thread, a process and a mixed shape of
       # every type and op, the 10,000 back-to-back calls, and emulated hosts.
       for f in 'every_type_op/threads_3' 'every_type_op/procs_2' 'every_type_op/mixed_2x2' \
-               'large/threads_8' 'back_to_back/*' 'emulated_hosts/hosts_2x2'; do
+               'new_shapes/threads_5' 'new_shapes/mixed_3x2' 'large/threads_8' 'back_to_back/*' \
+               'emulated_hosts/hosts_2x2'; do
         run_criterion "$t" --filter "$f"
       done
     else
@@ -105,6 +94,7 @@ asan)
   ;;
 tsan)
   export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
+  run_cmd "tests/tsan/tsan_paths" "$BUILD/tests/tsan/tsan_paths"
   perf="$BUILD/bench/allreduce_perf"
   args=(-t 4 -b 8 -e 1M -f 16 -c 1 -n 2 -w 1)
   for algo in ring direct tree; do
@@ -119,5 +109,5 @@ tsan)
 esac
 
 echo
-echo "check-$kind: $passed passed, $failed failed"
+echo "check-$kind: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -1,29 +1,59 @@
-/* AllReduce correctness: every algorithm forced in turn (and the tuner's choice) x rank counts
- * x counts {0, 1, 2, primes, not a multiple of a slot, up to 64 MiB} x every datatype and op x
- * in-place and out-of-place, ranks as threads, as processes, and mixed. */
+/* AllReduce correctness: every registered algorithm forced in turn (and the tuner's choice) x
+ * rank counts 1-8 x counts {0, 1, 2, primes, not a multiple of a slot, up to 64 MiB} x every
+ * datatype and op x in-place and out-of-place, ranks as threads, as processes, mixed, and on
+ * emulated hosts. Every result is checked exactly (tests/common/pattern.c). An algorithm that
+ * cannot run on a shape (tests/common/harness.c: algoRunsOn) must be refused there. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo.h"
+#include "core.h"
 #include "harness.h"
 #include "reduce.h"
 
-static const char *const algos[] = {"ring", "direct", "tree", ""};
-#define NALGOS 4
+TestSuite(every_type_op, .timeout = 600);
+TestSuite(new_shapes, .timeout = 600);
+TestSuite(large, .timeout = 600);
+TestSuite(back_to_back, .timeout = 300);
+TestSuite(emulated_hosts, .timeout = 600);
 
-static void runMatrix(int procs, int threads, const struct collMatrix *m) {
-  for (int a = 0; a < NALGOS; a++) {
-    setenv("WEFT_ALGO", algos[a], 1);
-    if (algos[a][0] == '\0') unsetenv("WEFT_ALGO");
-    long failures = runRanks(procs, threads, collMatrixBody, (void *)m, 600);
-    cr_assert_eq(failures, 0, "%ld failures with %d x %d ranks, WEFT_ALGO=%s", failures, procs,
-                 threads, algos[a]);
+/* Forces algorithm a of the registry (a == weftAlgoCount(): the tuner decides); its name. */
+static const char *forceAlgo(int a) {
+  if (weftAlgos[a] == NULL) {
+    unsetenv("WEFT_ALGO");
+    return "tuner";
+  }
+  setenv("WEFT_ALGO", weftAlgos[a]->name, 1);
+  return weftAlgos[a]->name;
+}
+
+/* Runs the matrix with every registered algorithm and the tuner on hosts x procs x threads
+ * ranks (hosts > 0: emulated hosts, one thread per process); an algorithm that cannot run on
+ * the shape must be refused by every rank. */
+static void runEveryAlgo(int hosts, int procs, int threads, const struct collMatrix *m) {
+  int perHost = hosts > 0 ? procs : procs * threads, nHosts = hosts > 0 ? hosts : 1;
+  for (int a = 0; a <= weftAlgoCount(); a++) {
+    const char *name = forceAlgo(a);
+    char why[160];
+    int runs = a == weftAlgoCount() || algoRunsOn(name, nHosts, perHost, why, sizeof why);
+    expectRefusal(!runs);
+    long failures = hosts > 0 ? runRanksOnHosts(hosts, procs, collMatrixBody, (void *)m, 600)
+                              : runRanks(procs, threads, collMatrixBody, (void *)m, 600);
+    expectRefusal(0);
+    cr_assert_eq(failures, 0, "%ld failures with %d host(s) x %d x %d ranks, WEFT_ALGO=%s%s%s",
+                 failures, nHosts, procs, threads, name, runs ? "" : " (must be refused: ",
+                 runs ? "" : why);
   }
   unsetenv("WEFT_ALGO");
   char names[512];
   int left = segmentsLeft(names, sizeof names);
   cr_assert_eq(left, 0, "%d weft segments left in /dev/shm:%s", left, names);
+}
+
+static void runMatrix(int procs, int threads, const struct collMatrix *m) {
+  runEveryAlgo(0, procs, threads, m);
 }
 
 static const weftDataType_t allTypes[] = {weftInt8,  weftUint8,   weftInt32,   weftUint32,
@@ -35,7 +65,7 @@ static const size_t smallCounts[] = {0, 1, 2, 3, 7, 31, 1021, 4099, 65537};
 static const struct collMatrix everyTypeAndOp = {smallCounts, 9, allTypes, 10, allOps, 5};
 
 #define EVERY_TYPE_TEST(name, procs, threads) \
-  Test(every_type_op, name, .timeout = 600) { runMatrix(procs, threads, &everyTypeAndOp); }
+  Test(every_type_op, name) { runMatrix(procs, threads, &everyTypeAndOp); }
 
 EVERY_TYPE_TEST(threads_1, 1, 1)
 EVERY_TYPE_TEST(threads_2, 1, 2)
@@ -48,6 +78,25 @@ EVERY_TYPE_TEST(procs_4, 4, 1)
 EVERY_TYPE_TEST(procs_8, 8, 1)
 EVERY_TYPE_TEST(mixed_2x2, 2, 2)
 
+/* 5, 6 and 7 ranks and a 3 x 2 mix, on a subset that keeps what differs with the rank count
+ * (chunks that do not divide evenly, tree shapes, slices of the direct algorithm): one type of
+ * each size and kind, every op, counts below, at and past the slot and staging sizes. */
+static const weftDataType_t someTypes[] = {weftInt8, weftUint32, weftInt64, weftFloat16,
+                                           weftFloat32, weftFloat64, weftBfloat16};
+static const size_t someCounts[] = {0, 1, 7, 1021, 65537};
+static const struct collMatrix someTypesAndOps = {someCounts, 5, someTypes, 7, allOps, 5};
+
+#define NEW_SHAPE_TEST(name, procs, threads) \
+  Test(new_shapes, name) { runMatrix(procs, threads, &someTypesAndOps); }
+
+NEW_SHAPE_TEST(threads_5, 1, 5)
+NEW_SHAPE_TEST(threads_6, 1, 6)
+NEW_SHAPE_TEST(threads_7, 1, 7)
+NEW_SHAPE_TEST(procs_5, 5, 1)
+NEW_SHAPE_TEST(procs_6, 6, 1)
+NEW_SHAPE_TEST(procs_7, 7, 1)
+NEW_SHAPE_TEST(mixed_3x2, 3, 2)
+
 /* Large buffers: beyond the staging chunk, the ring's loop, and up to 64 MiB. */
 static const size_t largeCounts[] = {262147, (1u << 20) + 3, 16u << 20};
 static const weftDataType_t largeTypes[] = {weftFloat32, weftInt8, weftBfloat16};
@@ -58,11 +107,11 @@ static const weftDataType_t doubleType[] = {weftFloat64};
 static const size_t midCounts[] = {(1u << 20) + 7};
 static const struct collMatrix mid = {midCounts, 1, doubleType, 1, avgOps, 2};
 
-Test(large, procs_2, .timeout = 900) { runMatrix(2, 1, &large); runMatrix(2, 1, &mid); }
-Test(large, procs_3, .timeout = 900) { runMatrix(3, 1, &large); }
-Test(large, procs_4, .timeout = 900) { runMatrix(4, 1, &mid); }
-Test(large, threads_4, .timeout = 900) { runMatrix(1, 4, &large); }
-Test(large, threads_8, .timeout = 900) { runMatrix(1, 8, &mid); }
+Test(large, procs_2) { runMatrix(2, 1, &large); runMatrix(2, 1, &mid); }
+Test(large, procs_3) { runMatrix(3, 1, &large); }
+Test(large, procs_4) { runMatrix(4, 1, &mid); }
+Test(large, threads_4) { runMatrix(1, 4, &large); }
+Test(large, threads_8) { runMatrix(1, 8, &mid); }
 
 /* 10,000 back-to-back small AllReduces, each checked. */
 static long backToBackBody(weftComm_t comm, int rank, int nranks, void *arg) {
@@ -77,39 +126,24 @@ static long backToBackBody(weftComm_t comm, int rank, int nranks, void *arg) {
   return failures;
 }
 
-Test(back_to_back, small_10000, .timeout = 600) {
-  for (int a = 0; a < NALGOS; a++) {
-    setenv("WEFT_ALGO", algos[a], 1);
-    if (algos[a][0] == '\0') unsetenv("WEFT_ALGO");
-    cr_assert_eq(runRanks(4, 1, backToBackBody, NULL, 300), 0, "processes, WEFT_ALGO=%s", algos[a]);
-    cr_assert_eq(runRanks(1, 3, backToBackBody, NULL, 300), 0, "threads, WEFT_ALGO=%s", algos[a]);
+Test(back_to_back, small_10000) {
+  for (int a = 0; a <= weftAlgoCount(); a++) {
+    const char *name = forceAlgo(a);
+    char why[160];
+    if (a < weftAlgoCount() && !algoRunsOn(name, 1, 4, why, sizeof why)) continue; /* the matrix checks the refusal */
+    cr_assert_eq(runRanks(4, 1, backToBackBody, NULL, 300), 0, "processes, WEFT_ALGO=%s", name);
+    cr_assert_eq(runRanks(1, 3, backToBackBody, NULL, 300), 0, "threads, WEFT_ALGO=%s", name);
   }
   unsetenv("WEFT_ALGO");
 }
 
-/* Several "hosts" on this machine (WEFT_HOSTID differs per process): ring, tree and
- * hierarchical over shared memory inside a host and TCP between hosts, and the tuner. */
-static const char *const hostAlgos[] = {"ring", "tree", "hier", ""};
+/* Several "hosts" on this machine (WEFT_HOSTID differs per process): every algorithm over
+ * shared memory inside a host and TCP between hosts, and the tuner. */
 static const size_t hostCounts[] = {0, 1, 2, 31, 4099, 300007};
 static const weftDataType_t hostTypes[] = {weftInt8, weftUint32, weftInt64, weftFloat16,
                                            weftFloat32, weftFloat64, weftBfloat16};
 static const struct collMatrix hostMatrix = {hostCounts, 6, hostTypes, 7, allOps, 5};
 
-static void runOnHosts(int hosts, int perHost) {
-  for (int a = 0; a < 4; a++) {
-    if (perHost == 1 && strcmp(hostAlgos[a], "hier") == 0) continue; /* needs 2+ per host */
-    setenv("WEFT_ALGO", hostAlgos[a], 1);
-    if (hostAlgos[a][0] == '\0') unsetenv("WEFT_ALGO");
-    long failures = runRanksOnHosts(hosts, perHost, collMatrixBody, (void *)&hostMatrix, 600);
-    cr_assert_eq(failures, 0, "%ld failures on %d hosts x %d ranks, WEFT_ALGO=%s", failures, hosts,
-                 perHost, hostAlgos[a]);
-  }
-  unsetenv("WEFT_ALGO");
-  char names[512];
-  int left = segmentsLeft(names, sizeof names);
-  cr_assert_eq(left, 0, "%d weft segments left in /dev/shm:%s", left, names);
-}
-
-Test(emulated_hosts, hosts_2x1, .timeout = 900) { runOnHosts(2, 1); }
-Test(emulated_hosts, hosts_2x2, .timeout = 900) { runOnHosts(2, 2); }
-Test(emulated_hosts, hosts_3x2, .timeout = 900) { runOnHosts(3, 2); }
+Test(emulated_hosts, hosts_2x1) { runEveryAlgo(2, 1, 1, &hostMatrix); }
+Test(emulated_hosts, hosts_2x2) { runEveryAlgo(2, 2, 1, &hostMatrix); }
+Test(emulated_hosts, hosts_3x2) { runEveryAlgo(3, 2, 1, &hostMatrix); }

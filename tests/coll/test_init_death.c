@@ -1,6 +1,7 @@
 /* A rank killed (SIGKILL) at a random moment of weftCommInitRank: every survivor returns an
- * error (never success with a dead member, never a hang): weftRemoteError within 2 s of the
- * kill once the victim had registered with the bootstrap root, or weftTimeout naming the rank
+ * error (never success with a dead member, never a hang): weftRemoteError once the victim had
+ * registered with the bootstrap root (within ms: docs/performance.md; the bound, 10 s, only
+ * tells a detection from a hang), or weftTimeout naming the rank
  * that never registered (before its registration a dead rank cannot be told from a slow one).
  * A victim that finished init first is caught by the next collective. On one host (shared
  * memory) and on emulated hosts (TCP). Nothing stays in /dev/shm or the descriptor table. */
@@ -21,6 +22,7 @@
 #define TIMEOUT_MS 3000
 
 #define nowMs forkedNowMs
+#define DETECT_BOUND_MS 10000
 
 struct report {
   volatile int entered, done, rc, initRc, fdsBefore, fdsAfter;
@@ -81,7 +83,7 @@ static void checkSurvivor(const struct report *rep, int r, int victim, int64_t k
               "%s: rank %d timed out, not for an unregistered rank: %s", what, r, rep->msg);
   } else {
     cr_expect_eq(rep->rc, weftRemoteError, "%s: rank %d got %d: %s", what, r, rep->rc, rep->msg);
-    cr_expect_lt(after, 2000, "%s: rank %d took %lld ms: %s", what, r, after, rep->msg);
+    cr_expect_lt(after, DETECT_BOUND_MS, "%s: rank %d took %lld ms: %s", what, r, after, rep->msg);
     char needle[16];
     snprintf(needle, sizeof needle, "rank %d", victim);
     cr_expect(strstr(rep->msg, needle) != NULL, "%s: rank %d's message does not name rank %d: %s",
@@ -105,7 +107,7 @@ static void killDuringInit(int hosts, int reps) {
     usleep((useconds_t)delayMs * 1000);
     int64_t killedAt = nowMs();
     kill(pids[victim], SIGKILL); /* reaped last: survivors see a zombie, as with a real parent */
-    for (int64_t end = nowMs() + 3 * TIMEOUT_MS; nowMs() < end;) {
+    for (int64_t end = nowMs() + DETECT_BOUND_MS + 3 * TIMEOUT_MS; nowMs() < end;) {
       int left = 0;
       for (int r = 0; r < NRANKS; r++) left += r != victim && !sh->r[r].done;
       if (left == 0) break;

@@ -17,6 +17,9 @@
 #include "forked.h"
 #include "harness.h"
 
+/* A hang fails the test (tests/run-all.sh requires a timeout on every test). */
+TestSuite(shrink, .timeout = 60);
+
 #define MAX_RANKS 8
 #define TIMEOUT_MS "4000"
 

@@ -1,5 +1,6 @@
 /* Test harness: run a function on N ranks as threads of this process, as forked processes,
- * or both (P processes x T threads); and the data pattern every collective test checks. */
+ * or both (P processes x T threads), harness.c; the data pattern every collective test checks
+ * and its expected results, pattern.c; what a process holds, resources.c. */
 #ifndef WEFT_TEST_HARNESS_H_
 #define WEFT_TEST_HARNESS_H_
 
@@ -12,17 +13,30 @@
 typedef long (*rankBody)(weftComm_t comm, int rank, int nranks, void *arg);
 
 /* Runs body on procs * threads ranks; returns the total number of failures (init failures
- * count as one per rank), or -1 if a process crashed or the run exceeded timeoutSec. */
+ * count as one per rank), or -1 if a process crashed or the run exceeded timeoutSec (ranks as
+ * threads of this process included). */
 long runRanks(int procs, int threads, rankBody body, void *arg, int timeoutSec);
 
 /* As runRanks, but process p believes it is on host p / procsPerHost (WEFT_HOSTID), so ranks
  * of different "hosts" talk over the network transports although they share this machine. */
 long runRanksOnHosts(int hosts, int procsPerHost, rankBody body, void *arg, int timeoutSec);
+/* The same with one process per host and its ranks as threads of it. */
+long runThreadsOnHosts(int hosts, int threadsPerHost, rankBody body, void *arg, int timeoutSec);
+
+/* While on, the runs above expect every rank's init to be refused (WEFT_ALGO forcing an
+ * algorithm that cannot run on the communicator) and count anything else as a failure; the
+ * body is not run. */
+void expectRefusal(int on);
+/* Whether algorithm algo must be able to run on hosts x perHost ranks (0: why not, in why).
+ * The tests' own knowledge, not the library's answer. */
+int algoRunsOn(const char *algo, int hosts, int perHost, char *why, size_t len);
 
 /* Fills count elements of buf with rank's deterministic input for op. */
 void fillInput(void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int rank);
 /* Number of elements of buf that differ from the AllReduce result of every rank's fillInput.
- * Integers must match bit for bit; floats within n * eps(type) * sum|x| (see checkElem). */
+ * Every result is exact: integers bit for bit, floats too (inputs are small integers or
+ * powers of two, so no sum or product rounds; an average rounds once, its division, which
+ * the reference does the same way). See pattern.c. */
 size_t countWrong(const void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int nranks);
 
 /* A matrix of AllReduce cases: every count x type x op (avg on floats only) x in-place and
@@ -41,6 +55,21 @@ long checkAllReduce(weftComm_t comm, int rank, int nranks, size_t count, weftDat
                     weftRedOp_t op, int inPlace, void *send, void *recv);
 /* A rankBody running every case of the struct collMatrix in arg; returns the failures. */
 long collMatrixBody(weftComm_t comm, int rank, int nranks, void *arg);
+
+/* Bit-identical results on every rank: identicalBitsBody runs every case of a matrix (float
+ * types only, out-of-place) on inputs that round at every step, and records a hash of each
+ * rank's result on a board in memory shared with the rank processes; bitsBoardCheck counts
+ * the cases where ranks disagree, describing them in msg. */
+struct bitsBoard;
+struct bitsRun {
+  const struct collMatrix *matrix;
+  struct bitsBoard *board;
+};
+struct bitsBoard *bitsBoardNew(int nranks, int ncases);
+void bitsBoardFree(struct bitsBoard *b);
+int bitsBoardCases(const struct collMatrix *m);
+int bitsBoardCheck(const struct bitsBoard *b, const struct collMatrix *m, char *msg, size_t len);
+long identicalBitsBody(weftComm_t comm, int rank, int nranks, void *arg);
 
 int countOpenFds(void);
 /* Removes the /dev/shm weft segments created by these processes (the name holds the creator's

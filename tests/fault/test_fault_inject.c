@@ -24,10 +24,17 @@
 #include "forked.h"
 #include "harness.h"
 
+/* A hang fails the test (tests/run-all.sh requires a timeout on every test). */
+TestSuite(wrapper, .timeout = 60);
+
 #define NRANKS 4
 #define MAX_COUNT (96 * 1024) /* int32: 384 KiB, several slots of either transport */
 #define TIMEOUT_MS 1500       /* WEFT_TIMEOUT_MS of the drop runs */
 #define LOOP_MS 20000         /* a rank gives up looping after this (the fault never came) */
+/* A kill is seen in ms and a drop by the timeout (docs/performance.md); the bounds, 10x a
+ * loaded machine's worst, tell those from a hang or a missed detection. */
+#define KILL_BOUND_MS 10000
+#define DROP_BOUND_MS (10 * TIMEOUT_MS)
 
 static int64_t nowMs(void) {
   struct timespec ts;
@@ -251,7 +258,7 @@ static void checkKill(const struct run *run, const struct scenario *sc, const ch
     checkSurvivor(run, r, what);
     cr_expect_eq(rep->rc, weftRemoteError, "%s: rank %d got %d after %ld calls: %s", what, r,
                  rep->rc, rep->ops, rep->msg);
-    cr_expect_lt(rep->atMs - run->sh->firedAtMs, 2000, "%s: rank %d took %lld ms", what, r,
+    cr_expect_lt(rep->atMs - run->sh->firedAtMs, KILL_BOUND_MS, "%s: rank %d took %lld ms", what, r,
                  (long long)(rep->atMs - run->sh->firedAtMs));
     cr_expect(strstr(rep->msg, needle) != NULL, "%s: rank %d's message does not name rank %d: %s",
               what, r, victim, rep->msg);
@@ -265,7 +272,7 @@ static void checkDrop(const struct run *run, const char *what) {
     checkSurvivor(run, r, what);
     cr_expect(rep->rc == weftTimeout || rep->rc == weftRemoteError,
               "%s: rank %d got %d after %ld calls: %s", what, r, rep->rc, rep->ops, rep->msg);
-    cr_expect_lt(rep->atMs - run->sh->firedAtMs, 2 * TIMEOUT_MS + 2000,
+    cr_expect_lt(rep->atMs - run->sh->firedAtMs, DROP_BOUND_MS,
                  "%s: rank %d returned %lld ms after the drop: %s", what, r,
                  (long long)(rep->atMs - run->sh->firedAtMs), rep->msg);
   }

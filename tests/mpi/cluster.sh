@@ -23,9 +23,12 @@
 #
 # State lives in $WEFT_CLUSTER_RUNDIR (default /run/weft-cluster), one directory per cluster,
 # written before anything is made; nsagent reads the address -> namespace map from there.
-# Exit codes: 0 ok; 77 hosts cannot be made here (not root, no ip/unshare/tc, the kernel refuses
-# namespaces, bridges or veths): callers report "skipped" with the printed reason; 1 other errors;
-# 2 usage.
+# Exit codes: 0 ok; 77 hosts cannot be made on this machine, for a reason outside the project,
+# probed before anything is made and printed as "cannot make hosts: [needs CAP] why" (CAP as in
+# tests/common/caps.h: root, cmd:ip, cmd:unshare, cmd:flock, cmd:tc, netns: the kernel refuses a
+# network namespace holding a bridge and a veth pair, netem): callers report "skipped" with it;
+# 1 any other failure, a command of the setup included (a broken setup must fail the tests that
+# need it, not skip them); 2 usage.
 set -u
 RUNDIR=${WEFT_CLUSTER_RUNDIR:-/run/weft-cluster}
 SKIP=77
@@ -34,7 +37,10 @@ PROG=cluster.sh
 die() { echo "$PROG: $*" >&2; exit 1; }
 badArg() { echo "$PROG: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//' >&2; exit 2; }
-skip() { echo "$PROG: cannot make hosts: $*" >&2; exit $SKIP; }
+skip() { # CAP why...
+  local cap=$1; shift
+  echo "$PROG: cannot make hosts: [needs $cap] $*" >&2; exit $SKIP
+}
 
 # "pid starttime" of a process (start time in clock ticks since boot, field 22 of stat), to
 # tell a live owner from a reused pid.
@@ -123,12 +129,18 @@ removeNamed() { # lines from namedLike
   removeCluster "$tmp"
 }
 
-# What can't be done here is a skip, not a failure.
+# What this machine cannot do is a skip, not a failure; once these pass, nothing is.
 prereqs() {
-  [ "$(id -u)" -eq 0 ] || skip "not root (network namespaces need CAP_NET_ADMIN and CAP_SYS_ADMIN)"
-  command -v ip >/dev/null || skip "no 'ip' binary (package iproute2, listed in install-deps.sh)"
-  command -v unshare >/dev/null || skip "no 'unshare' binary (util-linux)"
-  command -v flock >/dev/null || skip "no 'flock' binary (util-linux)"
+  [ "$(id -u)" -eq 0 ] || skip root "not root (network namespaces need CAP_NET_ADMIN and CAP_SYS_ADMIN)"
+  command -v ip >/dev/null || skip cmd:ip "no 'ip' binary (package iproute2, listed in install-deps.sh)"
+  command -v unshare >/dev/null || skip cmd:unshare "no 'unshare' binary (util-linux)"
+  command -v flock >/dev/null || skip cmd:flock "no 'flock' binary (util-linux)"
+  # Whether the kernel lets us make what "up" makes, tried in a throwaway namespace that
+  # vanishes with the probe, so nothing of this machine's is touched.
+  local err
+  err=$(unshare --net --uts sh -c 'ip link add wftprobebr type bridge &&
+    ip link add wftprobev0 type veth peer name wftprobev1' 2>&1) ||
+    skip netns "the kernel refuses a network namespace with a bridge and a veth pair: ${err:-exit $?}"
 }
 
 cmdUp() {
@@ -152,8 +164,8 @@ cmdUp() {
   ownerId=$(procId "$owner") || die "up: owner pid $owner is not running"
 
   prereqs
-  if [ -n "$rate$delay" ]; then command -v tc >/dev/null || skip "no 'tc' binary (iproute2) for --rate/--delay"; fi
-  lock || skip "cannot write $RUNDIR"
+  if [ -n "$rate$delay" ]; then command -v tc >/dev/null || skip cmd:tc "no 'tc' binary (iproute2) for --rate/--delay"; fi
+  lock || die "up: cannot lock $RUNDIR/.lock"
 
   local dir=$RUNDIR/$prefix
   if [ -d "$dir" ]; then
@@ -174,9 +186,9 @@ cmdUp() {
     if ! grep -qF " 10.213.$x " <<<"$used" && ! grep -qF "10.213.$x." <<<"$used"; then break; fi
     x=""
   done
-  [ -n "$x" ] || skip "no free subnet left in 10.213.1-250.0/24"
+  [ -n "$x" ] || die "up: no free subnet left in 10.213.1-250.0/24"
 
-  mkdir -p "$dir" || skip "cannot create $dir"
+  mkdir -p "$dir" || die "up: cannot create $dir"
   echo "$ownerId" >"$dir/owner"
   echo "10.213.$x" >"$dir/subnet"
   : >"$dir/made"
@@ -184,9 +196,9 @@ cmdUp() {
 
   local err
   fail() { # what, error text
-    echo "$PROG: cannot make hosts: $1: $2" >&2
+    echo "$PROG: up: $1 failed: $2" >&2
     removeCluster "$dir"
-    exit $SKIP
+    exit 1
   }
   run() { # what, command...
     local what=$1; shift
@@ -210,7 +222,8 @@ cmdUp() {
       shape="tbf rate $rate burst $(tbfBurst "$rate") latency 10ms"
       echo "$PROG: this kernel has no netem qdisc; limiting the rate with $shape" >&2
     elif [[ "$err" == *"qdisc kind is unknown"* ]]; then
-      fail "--delay $delay" "this kernel has no netem qdisc (sch_netem), which delays need"
+      removeCluster "$dir"
+      skip netem "--delay $delay: this kernel has no netem qdisc (sch_netem), which delays need"
     else
       fail "tc qdisc add ... netem$shape" "$err"
     fi

@@ -21,6 +21,12 @@
 #include "log.h"
 #include "socket.h"
 
+/* A hang fails the test (tests/run-all.sh requires a timeout on every test). */
+TestSuite(tcp_wire, .timeout = 60);
+TestSuite(tcp_params, .timeout = 60);
+TestSuite(tcp_errors, .timeout = 60);
+TestSuite(tcp_close_record, .timeout = 60);
+
 static void sleepMs(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);

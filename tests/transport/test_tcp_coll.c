@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "core.h"
 #include "harness.h"
 #include "reduce.h"
@@ -65,6 +66,7 @@ TCP_MATRIX_TEST(procs_4, 4, 1)
 Test(tcp_allreduce, bytes_10MiB_procs_3, .timeout = 120) { runMatrix(3, 1, &largeBytes); }
 
 Test(tcp_allreduce, ipv6_threads_2, .timeout = 120) {
+  SKIP_UNLESS("ipv6");
   setenv("WEFT_SOCKET_FAMILY", "AF_INET6", 1);
   runMatrix(1, 2, &small);
 }

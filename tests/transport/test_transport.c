@@ -40,7 +40,7 @@ static struct criterion_test_params transportParams(void) {
 static const struct weftTransportOps *useTransport(int t) {
   const struct weftTransportOps *ops = weftTransports[t];
   char why[256] = "";
-  if (!ops->query(why, sizeof why)) cr_skip_test("transport %s unavailable: %s", ops->name, why);
+  if (!ops->query(why, sizeof why)) cr_skip_test("[needs %s] transport %s unavailable: %s", ops->name, ops->name, why);
   cr_log_info("transport %s", ops->name);
   setenv("WEFT_TRANSPORTS", ops->name, 1);
   setenv("WEFT_TIMEOUT_MS", "20000", 1);

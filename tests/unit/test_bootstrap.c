@@ -11,8 +11,19 @@
 #include <unistd.h>
 
 #include "bootstrap.h"
+#include "caps.h"
 #include "log.h"
 #include "socket.h"
+
+/* A hang fails the test (tests/run-all.sh requires a timeout on every test). */
+TestSuite(siphash, .timeout = 60);
+TestSuite(ifname, .timeout = 60);
+TestSuite(unique_id, .timeout = 60);
+TestSuite(ranks, .timeout = 60);
+TestSuite(security, .timeout = 60);
+TestSuite(timeout, .timeout = 60);
+TestSuite(failure, .timeout = 60);
+TestSuite(comm_id, .timeout = 60);
 
 /* ---- Helpers ---- */
 
@@ -331,7 +342,9 @@ Test(ranks, ipv6_loopback) {
   v6.sin6.sin6_family = AF_INET6;
   v6.sin6.sin6_addr = in6addr_loopback;
   int fd;
-  if (weftSocketListen(&v6, &fd, &bound) != weftSuccess) cr_skip_test("no IPv6 loopback here");
+  SKIP_UNLESS("ipv6");
+  cr_assert_eq(weftSocketListen(&v6, &fd, &bound), weftSuccess, "this machine has IPv6 loopback: %s",
+               weftThreadLastError());
   close(fd);
   setenv("WEFT_SOCKET_IFNAME", "=lo", 1);
   setenv("WEFT_SOCKET_FAMILY", "AF_INET6", 1);
@@ -344,6 +357,13 @@ Test(ranks, ipv6_loopback) {
 /* ---- Strangers at the root ---- */
 
 enum strangerKind { STRANGER_GARBAGE, STRANGER_SILENT, STRANGER_HANG_UP, STRANGER_BAD_MAC };
+
+/* A silent stranger holds its connection without a word until released. The strangers tests
+ * give listeners a handshake timeout of 30 s: one that waited on the silent stranger would
+ * make init take that long, while init with strangers around takes ~0.05 s (measured,
+ * docs/performance.md). The bound lies far from both, whatever the load. */
+#define STRANGER_HANDSHAKE_MS 30000
+#define STRANGER_BOUND_MS 10000
 
 struct stranger {
   union weftSockAddr root;
@@ -393,6 +413,7 @@ static void *impostorMain(void *arg) {
 }
 
 Test(security, strangers_do_not_stop_real_ranks) {
+  weftBootstrapHandshakeMs = STRANGER_HANDSHAKE_MS;
   int fdsBefore = countFds();
   weftUniqueId id;
   cr_assert_eq(weftBootstrapGetUniqueId(&id), weftSuccess, "%s", weftThreadLastError());
@@ -422,9 +443,10 @@ Test(security, strangers_do_not_stop_real_ranks) {
   joinRanks(threads, 4);
   for (int r = 0; r < 4; r++) {
     expectRankOk(&runs[r]);
-    /* The silent stranger holds its connection for the whole run: had the root waited on
-     * it, init would have taken the 2 s handshake timeout. */
-    cr_expect_lt(runs[r].initMs, 1500, "rank %d took %lld ms", r, (long long)runs[r].initMs);
+    /* The silent stranger holds its connection for the whole run. */
+    if (getenv("WEFT_TEST_VERBOSE"))
+      fprintf(stderr, "rank %d: init %lld ms with strangers at the root\n", r, (long long)runs[r].initMs);
+    cr_expect_lt(runs[r].initMs, STRANGER_BOUND_MS, "rank %d took %lld ms", r, (long long)runs[r].initMs);
   }
 
   atomic_store(&strangers[1].release, 1);
@@ -471,6 +493,7 @@ static int ourListeningPorts(int *ports, int max) {
 }
 
 Test(security, strangers_at_ring_listeners) {
+  weftBootstrapHandshakeMs = STRANGER_HANDSHAKE_MS;
   int fdsBefore = countFds();
   weftUniqueId id;
   cr_assert_eq(weftBootstrapGetUniqueId(&id), weftSuccess, "%s", weftThreadLastError());
@@ -509,7 +532,9 @@ Test(security, strangers_at_ring_listeners) {
   joinRanks(threads, 3);
   for (int r = 0; r < 3; r++) expectRankOk(&runs[r]);
   /* Rank 2's init is mostly the ring: silent strangers on the listeners must not slow it. */
-  cr_expect_lt(runs[2].initMs, 1500, "rank 2 took %lld ms", (long long)runs[2].initMs);
+  if (getenv("WEFT_TEST_VERBOSE"))
+    fprintf(stderr, "rank 2: init %lld ms with strangers at the ring listeners\n", (long long)runs[2].initMs);
+  cr_expect_lt(runs[2].initMs, STRANGER_BOUND_MS, "rank 2 took %lld ms", (long long)runs[2].initMs);
   for (int l = 0; l < listeners; l++) {
     atomic_store(&strangers[l][STRANGER_SILENT].release, 1);
     for (int k = 0; k < 4; k++) pthread_join(strangerThreads[l][k], NULL);

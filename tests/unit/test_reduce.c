@@ -12,15 +12,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "reduce.h"
+#include "refconv.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define TEST_X86 1
 #else
 #define TEST_X86 0
 #endif
+
+/* A hang fails the test (tests/run-all.sh requires a timeout on every test). */
+TestSuite(reduce, .timeout = 120);
 
 static const size_t lengths[] = {0, 1, 7, 31, 33, 1000003};
 #define NLENGTHS (sizeof lengths / sizeof lengths[0])
@@ -180,10 +184,10 @@ static void refRun(enum mode m, void *dst, const void *a, const void *b, size_t 
     }
     switch (t) {
       case weftFloat16:
-        r = weftFloatToHalf(refF32(m, op, weftHalfToFloat((uint16_t)x), weftHalfToFloat((uint16_t)y), nranks));
+        r = refFloatToHalf(refF32(m, op, refHalfToFloat((uint16_t)x), refHalfToFloat((uint16_t)y), nranks));
         break;
       case weftBfloat16:
-        r = weftFloatToBf16(refF32(m, op, weftBf16ToFloat((uint16_t)x), weftBf16ToFloat((uint16_t)y), nranks));
+        r = refFloatToBf16(refF32(m, op, refBf16ToFloat((uint16_t)x), refBf16ToFloat((uint16_t)y), nranks));
         break;
       case weftFloat32: r = fbits(refF32(m, op, bitsf((uint32_t)x), bitsf((uint32_t)y), nranks)); break;
       case weftFloat64: {
@@ -255,9 +259,18 @@ static void checkMatrix(const char *kernel) {
   free(want);
 }
 
+/* The kernel set the library must pick for WEFT_SIMD=-1 (or a level it does not know): the
+ * widest this CPU runs, by a probe of the tests' own (tests/common/caps.c). */
+static const char *bestKernels(void) {
+  char why[256];
+  if (capHave("avx512", why, sizeof why) == 1) return "avx512";
+  return capHave("avx2", why, sizeof why) == 1 ? "avx2" : "portable";
+}
+
 static void checkMatrixWith(const char *level, const char *name) {
+  if (strcmp(name, "portable") != 0) SKIP_UNLESS(name);
   setenv("WEFT_SIMD", level, 1);
-  if (strcmp(weftReduceKernelName(), name) != 0) cr_skip_test("this CPU has no %s kernels", name);
+  cr_assert_str_eq(weftReduceKernelName(), name, "WEFT_SIMD=%s on a CPU that has %s", level, name);
   checkMatrix(name);
 }
 Test(reduce, all_types_ops_lengths_portable) { checkMatrixWith("0", "portable"); }
@@ -267,10 +280,12 @@ Test(reduce, all_types_ops_lengths_avx512) { checkMatrixWith("512", "avx512"); }
 /* ---- Every kernel set gives the same bits ------------------------------------------------ */
 
 /* Each set runs in a child process (WEFT_SIMD is read once) and writes its results into shared
- * memory; the parent compares them bit for bit. */
-Test(reduce, kernel_sets_bit_identical) {
-  static const char *levels[] = {"0", "2", "512"};
-  enum { NLEVELS = 3, N = 100003, MODES = 3 };
+ * memory; the parent compares them bit for bit. Each SIMD set is compared with the portable
+ * one; a CPU without it skips that comparison (it would compare a fallback with itself). */
+static void kernelSetsBitIdentical(const char *simdLevel, const char *simdName) {
+  SKIP_UNLESS(simdName);
+  const char *levels[] = {"0", simdLevel}, *want[] = {"portable", simdName};
+  enum { NLEVELS = 2, N = 100003, MODES = 3 };
   static const size_t ns[] = {N, 33, 15, 1};
   const size_t nns = sizeof ns / sizeof ns[0];
   size_t inBytes = 0, outBytes = 0;
@@ -314,7 +329,8 @@ Test(reduce, kernel_sets_bit_identical) {
     cr_assert(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
               "the child for WEFT_SIMD=%s failed", levels[l]);
   }
-  cr_log_info("kernel sets compared: %s, %s, %s", names, names + 16, names + 32);
+  for (int l = 0; l < NLEVELS; l++)
+    cr_assert_str_eq(names + 16 * l, want[l], "WEFT_SIMD=%s ran the %s kernels", levels[l], names + 16 * l);
   for (int l = 1; l < NLEVELS; l++) {
     const unsigned char *ref = out, *o = out + outBytes * l;
     for (int t = 0; t < weftNumTypes; t++) {
@@ -335,6 +351,9 @@ Test(reduce, kernel_sets_bit_identical) {
   free(in);
 }
 
+Test(reduce, kernel_sets_bit_identical_avx2) { kernelSetsBitIdentical("2", "avx2"); }
+Test(reduce, kernel_sets_bit_identical_avx512) { kernelSetsBitIdentical("512", "avx512"); }
+
 /* ---- Names and sizes ---------------------------------------------------------------------- */
 
 Test(reduce, names_and_sizes) {
@@ -348,14 +367,18 @@ Test(reduce, names_and_sizes) {
   }
   static const char *on[] = {"sum", "prod", "max", "min", "avg"};
   for (int op = 0; op < weftNumOps; op++) cr_expect_str_eq(weftOpName((weftRedOp_t)op), on[op]);
-  const char *k = weftReduceKernelName();
-  cr_expect(strcmp(k, "portable") == 0 || strcmp(k, "avx2") == 0 || strcmp(k, "avx512") == 0);
+  unsetenv("WEFT_SIMD");
+  cr_expect_str_eq(weftReduceKernelName(), bestKernels(), "the widest set this CPU runs");
 }
 
 Test(reduce, simd_param_out_of_range_uses_best) {
   setenv("WEFT_SIMD", "7", 1);
-  const char *k = weftReduceKernelName();
-  cr_expect(strcmp(k, "portable") == 0 || strcmp(k, "avx2") == 0 || strcmp(k, "avx512") == 0);
+  cr_expect_str_eq(weftReduceKernelName(), bestKernels());
+}
+
+Test(reduce, simd_param_portable) {
+  setenv("WEFT_SIMD", "0", 1);
+  cr_expect_str_eq(weftReduceKernelName(), "portable");
 }
 
 /* ---- Conversions against independent references ----------------------------------------- */
@@ -364,30 +387,6 @@ static double halfValue(uint16_t h) {
   int e = (h >> 10) & 31, m = h & 0x3ff;
   double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
   return (h & 0x8000) ? -v : v;
-}
-
-/* Nearest even by scaling: nearbyint rounds ties to even in the default rounding mode. */
-static uint16_t refToHalf(float f) {
-  uint16_t sign = signbit(f) ? 0x8000 : 0;
-  if (isnan(f)) return (uint16_t)(sign | 0x7e00 | ((fbits(f) >> 13) & 0x3ff));
-  double a = fabs((double)f);
-  if (a >= 65520.0) return sign | 0x7c00;
-  if (a < 0x1p-14) return (uint16_t)(sign | (uint16_t)nearbyint(a * 0x1p24));
-  int e;
-  frexp(a, &e); /* a in [2^(e-1), 2^e) */
-  int q = (int)nearbyint(ldexp(a, 11 - e)); /* 1024..2048 */
-  return (uint16_t)(sign | (((e - 1 + 15) << 10) + q - 1024));
-}
-static uint16_t refToBf16(float f) {
-  uint16_t sign = signbit(f) ? 0x8000 : 0;
-  if (isnan(f)) return (uint16_t)((fbits(f) >> 16) | 0x40);
-  double a = fabs((double)f);
-  if (a >= ldexp(2.0 - 0x1p-8, 127)) return sign | 0x7f80;
-  if (a < 0x1p-126) return (uint16_t)(sign | (uint16_t)nearbyint(a * 0x1p133));
-  int e;
-  frexp(a, &e);
-  int q = (int)nearbyint(ldexp(a, 8 - e)); /* 128..256 */
-  return (uint16_t)(sign | (((e - 1 + 127) << 7) + q - 128));
 }
 
 Test(reduce, half_to_float_exhaustive) {
@@ -427,8 +426,8 @@ Test(reduce, float_to_half_and_bf16_sampled) {
   /* ~4 million floats spread over every exponent, plus every float near the thresholds. */
   for (uint64_t u = 0; u < (1ull << 32); u += 1021) {
     float f = bitsf((uint32_t)u);
-    cr_assert_eq(weftFloatToHalf(f), refToHalf(f), "half(%a / 0x%08x)", (double)f, (uint32_t)u);
-    cr_assert_eq(weftFloatToBf16(f), refToBf16(f), "bf16(%a / 0x%08x)", (double)f, (uint32_t)u);
+    cr_assert_eq(weftFloatToHalf(f), refFloatToHalf(f), "half(%a / 0x%08x)", (double)f, (uint32_t)u);
+    cr_assert_eq(weftFloatToBf16(f), refFloatToBf16(f), "bf16(%a / 0x%08x)", (double)f, (uint32_t)u);
   }
   static const uint32_t around[] = {0x477ff000u, 0x38800000u, 0x33800000u, 0x33000000u,
                                     0x7f7f8000u, 0x00800000u, 0x3f800000u, 0x7f800000u};
@@ -436,8 +435,8 @@ Test(reduce, float_to_half_and_bf16_sampled) {
     for (uint32_t s = 0; s < 2; s++)
       for (uint32_t u = around[i] - 20000; u != around[i] + 20000; u++) {
         float f = bitsf(u | s << 31);
-        cr_assert_eq(weftFloatToHalf(f), refToHalf(f), "half(0x%08x)", u | s << 31);
-        cr_assert_eq(weftFloatToBf16(f), refToBf16(f), "bf16(0x%08x)", u | s << 31);
+        cr_assert_eq(weftFloatToHalf(f), refFloatToHalf(f), "half(0x%08x)", u | s << 31);
+        cr_assert_eq(weftFloatToBf16(f), refFloatToBf16(f), "bf16(0x%08x)", u | s << 31);
       }
 }
 
@@ -467,9 +466,7 @@ __attribute__((target("avx2,f16c"))) static void hwFromHalf(const uint16_t *h, f
 /* The SIMD kernels convert with F16C; the software conversions must give the same bits. */
 Test(reduce, software_half_matches_f16c) {
 #if TEST_X86
-  unsigned eax, ebx, ecx = 0, edx;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_F16C) || !__builtin_cpu_supports("avx2"))
-    cr_skip_test("no F16C");
+  SKIP_UNLESS("avx2"); /* the intrinsics below need AVX2 and F16C */
   float f[8];
   uint16_t h[8];
   for (uint64_t u = 0; u < (1ull << 32); u += 8 * 257) { /* floats of every exponent */
@@ -484,7 +481,7 @@ Test(reduce, software_half_matches_f16c) {
       cr_assert_eq(fbits(weftHalfToFloat(h[j])), fbits(f[j]), "0x%04x", h[j]);
   }
 #else
-  cr_skip_test("not x86");
+  SKIP_UNLESS("x86");
 #endif
 }
 
@@ -720,5 +717,17 @@ Test(reduce, dst_aliases_inputs) {
     free(a);
     free(b);
     free(want);
+  }
+}
+
+/* ---- The tests' own converters (tests/common/refconv.c) are right ------------------------ */
+
+Test(reduce, reference_converters_round_trip) {
+  for (uint32_t x = 0; x < 0x10000; x++) {
+    uint16_t h = (uint16_t)x;
+    int hNan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0, bNan = (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0;
+    cr_assert_eq(refFloatToHalf(refHalfToFloat(h)), hNan ? h | 0x200 : h, "half 0x%04x", h);
+    cr_assert_eq(refFloatToBf16(refBf16ToFloat(h)), bNan ? h | 0x40 : h, "bf16 0x%04x", h);
+    cr_assert_eq(fbits(refBf16ToFloat(h)), x << 16, "bf16 0x%04x widens to its bits << 16", h);
   }
 }

@@ -139,7 +139,7 @@ Test(settings, debug_file_that_cannot_be_opened, .timeout = 30) {
                 "opening it failed: No such file or directory");
 }
 
-Test(settings, destroy_null_is_success) {
+Test(settings, destroy_null_is_success, .timeout = 10) {
   cr_expect_eq(weftCommDestroy(NULL), weftSuccess);
   cr_expect_eq(weftCommAbort(NULL), weftSuccess);
 }
@@ -269,7 +269,7 @@ Test(settings, forced_transport_that_cannot_connect_says_why, .timeout = 60) {
 }
 
 /* docs/env.md holds the generated table exactly (make env-doc writes it). */
-Test(settings, docs_env_md_is_the_generated_table) {
+Test(settings, docs_env_md_is_the_generated_table, .timeout = 10) {
   FILE *doc = fopen("docs/env.md", "r");
   if (doc == NULL) doc = fopen("../docs/env.md", "r");
   cr_assert_not_null(doc, "docs/env.md not found (run from the repository root)");
