@@ -231,8 +231,10 @@ static const char *hostOf(const struct weftComm *comm, int rank) {
   return comm->peers != NULL ? comm->peers[rank].hostname : "?";
 }
 
-/* A wait that lasts: has another rank published a failure, or is the awaited rank dead? */
-static weftResult_t checkPeers(struct weftComm *comm, struct directState *s, int r) {
+/* A wait that lasts for rank r's flag to reach seq: has another rank published a failure, or
+ * is r dead? */
+static weftResult_t checkPeers(struct weftComm *comm, struct directState *s, int r, int flag,
+                               uint64_t seq) {
   uint64_t word = atomic_load_explicit(&s->ctrl[0].fail, memory_order_acquire);
   if (word != 0) {
     int reason = (int)(word >> 56), noticer = (int)((word >> 28) & 0xfffffff) - 1;
@@ -253,6 +255,10 @@ static weftResult_t checkPeers(struct weftComm *comm, struct directState *s, int
   if (now - s->lastLivenessMs < DIRECT_LIVENESS_MS) return weftSuccess;
   s->lastLivenessMs = now;
   if (!weftProcessGone(s->pids[r])) return weftSuccess;
+  /* A rank that raised the flag and then finished its operation and exited (its last step
+   * lets it go while slower ranks still read flags) is gone, not dead to this wait. */
+  if (reached(atomic_load_explicit(&s->ctrl[r].flag[flag][0], memory_order_acquire), seq))
+    return weftSuccess;
   publishFail(s, FAIL_DEAD, r);
   return weftSetError(weftRemoteError, "direct: rank %d (pid %d on host %s) died during operation %llu",
                       r, s->pids[r], hostOf(comm, r), (unsigned long long)comm->opSeq);
@@ -297,7 +303,7 @@ static weftResult_t waitAll(struct weftComm *comm, struct directState *s, int fl
       weftResult_t rc = weftWaitPause(&w, what[flag], r);
       /* past the spin phase only (deadlineMs is set then): spinning stays cheap. checkPeers
        * is one load of the fail word, and a liveness check every DIRECT_LIVENESS_MS. */
-      if (rc == weftSuccess && w.deadlineMs != 0) rc = checkPeers(comm, s, r);
+      if (rc == weftSuccess && w.deadlineMs != 0) rc = checkPeers(comm, s, r, flag, seq);
       if (rc != weftSuccess) return waitFailed(comm, s, flag, seq, what[flag], rc);
     }
     weftWaitDone(&w);

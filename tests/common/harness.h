@@ -85,6 +85,9 @@ int countWeftMappings(void);
 /* Threads of this process; regions in its address space (/proc/self/maps lines); its resident
  * set in KiB (VmRSS). -1 when /proc cannot be read. */
 int countThreads(void);
+/* countThreads once it is at most atMost, or after waitMs (threads joined a moment ago may
+ * still be listed). */
+int countThreadsSettled(int atMost, int waitMs);
 int countMappings(void);
 long residentKb(void);
 

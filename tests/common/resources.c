@@ -16,6 +16,19 @@ int countOpenFds(void) {
   return n - 1; /* the directory stream itself */
 }
 
+/* A thread that pthread_join has seen end can still be listed in /proc/self/task for a moment
+ * (the kernel wakes the joiner before it releases the task), so a count right after destroy
+ * may include it: wait up to waitMs for the count to come down to atMost. A thread that
+ * stays is a leak. */
+int countThreadsSettled(int atMost, int waitMs) {
+  int n = countThreads();
+  for (int waited = 0; n > atMost && waited < waitMs; waited += 5) {
+    usleep(5000);
+    n = countThreads();
+  }
+  return n;
+}
+
 int countThreads(void) {
   DIR *d = opendir("/proc/self/task");
   if (d == NULL) return -1;

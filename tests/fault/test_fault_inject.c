@@ -172,7 +172,7 @@ static void rankProcess(struct shared *sh, const struct scenario *sc, weftUnique
   if (sc->abortAtEnd) weftCommAbort(comm);
   else weftCommDestroy(comm);
   me->fdsAfter = countOpenFds();
-  me->threadsAfter = countThreads();
+  me->threadsAfter = countThreadsSettled(me->threadsBefore, 1000);
   me->done = 1;
   for (int64_t until = nowMs() + 20000; !sh->release && nowMs() < until;) usleep(1000);
   _exit(0);

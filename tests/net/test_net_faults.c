@@ -251,7 +251,7 @@ static int rankMain(int rank, int nranks, weftUniqueId id, void *arg) {
     if (r != sh->victim) waitFlag(&sh->r[r].returned, 10000);
   if (comm != NULL) weftCommDestroy(comm);
   me->fdsAfter = countOpenFds();
-  me->threadsAfter = countThreads();
+  me->threadsAfter = countThreadsSettled(me->threadsBefore, 1000);
   me->mapsAfter = countWeftMappings();
   me->done = 1;
   waitFlag(&sh->release, 60000);
