@@ -562,7 +562,8 @@ static weftResult_t directAllReduce(void *state, struct weftComm *comm,
 
 /* Calibrated on a 2-core x86 host: a flag round costs ~0.2 us per peer when every rank has a
  * core, a scheduler round trip (~0.7 us per rank) when ranks outnumber cores. */
-static double directCost(void *state, const struct weftComm *comm, size_t count, size_t bytes) {
+static double directCost(void *state, const struct weftComm *comm, const struct weftCollArgs *args) {
+  size_t count = args->count, bytes = args->bytes;
   (void)count;
   const struct directState *s = state;
   int n = s->n;
@@ -590,9 +591,10 @@ static weftResult_t directFinalize(void *state) {
 const struct weftAlgoOps weftAlgoDirect = {
   .size = sizeof(struct weftAlgoOps),
   .name = "direct",
+  .colls = WEFT_COLL_BIT(weftCollAllReduce),
   .init = directInit,
   .cost = directCost,
-  .allReduce = directAllReduce,
+  .run = directAllReduce,
   .finalize = directFinalize,
   .begin = directBegin,
   .watch = directWatch,

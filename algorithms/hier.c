@@ -146,7 +146,8 @@ static weftResult_t hierAllReduce(void *state, struct weftComm *comm, const stru
  * the tree/hier crossover at ~54 KiB, between the measured 32 KiB and 128 KiB. */
 #define HIER_LOCAL_STEP_WEIGHT 2.0
 
-static double hierCost(void *state, const struct weftComm *comm, size_t count, size_t bytes) {
+static double hierCost(void *state, const struct weftComm *comm, const struct weftCollArgs *args) {
+  size_t count = args->count, bytes = args->bytes;
   (void)count;
   const struct hierState *s = state;
   double overhead = 0.3 * (comm->oversubscribed ? 4 : 1);
@@ -167,8 +168,9 @@ static weftResult_t hierFinalize(void *state) {
 const struct weftAlgoOps weftAlgoHier = {
   .size = sizeof(struct weftAlgoOps),
   .name = "hier",
+  .colls = WEFT_COLL_BIT(weftCollAllReduce),
   .init = hierInit,
   .cost = hierCost,
-  .allReduce = hierAllReduce,
+  .run = hierAllReduce,
   .finalize = hierFinalize,
 };

@@ -153,7 +153,8 @@ static weftResult_t ringInit(struct weftComm *comm, void **state, char *why, siz
   return weftSuccess;
 }
 
-static double ringCost(void *state, const struct weftComm *comm, size_t count, size_t bytes) {
+static double ringCost(void *state, const struct weftComm *comm, const struct weftCollArgs *args) {
+  size_t count = args->count, bytes = args->bytes;
   return weftRingCost(comm, state, count, bytes);
 }
 
@@ -170,8 +171,9 @@ static weftResult_t ringFinalize(void *state) {
 const struct weftAlgoOps weftAlgoRing = {
   .size = sizeof(struct weftAlgoOps),
   .name = "ring",
+  .colls = WEFT_COLL_BIT(weftCollAllReduce),
   .init = ringInit,
   .cost = ringCost,
-  .allReduce = ringAllReduce,
+  .run = ringAllReduce,
   .finalize = ringFinalize,
 };

@@ -198,7 +198,8 @@ static weftResult_t treeAllReduce(void *state, struct weftComm *comm, const stru
   return weftSuccess;
 }
 
-static double treeCost(void *state, const struct weftComm *comm, size_t count, size_t bytes) {
+static double treeCost(void *state, const struct weftComm *comm, const struct weftCollArgs *args) {
+  size_t count = args->count, bytes = args->bytes;
   (void)count;
   const struct treeState *s = state;
   double stepUs = s->latencyUs + 0.3 * (comm->oversubscribed ? 4 : 1);
@@ -222,8 +223,9 @@ static weftResult_t treeFinalize(void *state) {
 const struct weftAlgoOps weftAlgoTree = {
   .size = sizeof(struct weftAlgoOps),
   .name = "tree",
+  .colls = WEFT_COLL_BIT(weftCollAllReduce),
   .init = treeInit,
   .cost = treeCost,
-  .allReduce = treeAllReduce,
+  .run = treeAllReduce,
   .finalize = treeFinalize,
 };

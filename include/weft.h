@@ -68,6 +68,19 @@ typedef enum {
   weftNumOps = 5
 } weftRedOp_t;
 
+/* The collectives, for weftCommGetCollAlgorithm (weft extension). */
+typedef enum {
+  weftCollAllReduce = 0,
+  weftCollBroadcast = 1,
+  weftCollReduce = 2,
+  weftCollAllGather = 3,
+  weftCollReduceScatter = 4,
+  weftCollAlltoAll = 5,
+  weftCollGather = 6,
+  weftCollScatter = 7,
+  weftNumColls = 8
+} weftColl_t;
+
 /* Version as WEFT_VERSION_CODE. */
 WEFT_API weftResult_t weftGetVersion(int *version);
 
@@ -177,11 +190,17 @@ WEFT_API weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t
                                     weftStream_t stream);
 
 /* weft extension (not in NCCL): *name = the algorithm ("ring", "tree", "hier", "direct", ...)
- * that weftAllReduce on this communicator would run for count elements of datatype: the
- * tuner's choice (every rank gets the same answer), or the one WEFT_ALGO forces; "none" for
- * count 0, where weftAllReduce returns at once. The string is static: never freed, valid
- * after the communicator is destroyed. Not collective; runs nothing. Errors as weftAllReduce's
- * (weftInvalidArgument for a NULL name, an unknown datatype or an overflowing count). */
+ * that collective coll on this communicator would run for count elements of datatype (count
+ * as the collective's own count argument): the tuner's choice (every rank gets the same
+ * answer), or the one WEFT_ALGO forces; "none" for count 0, where the call returns at once.
+ * The string is static: never freed, valid after the communicator is destroyed. Not
+ * collective; runs nothing. weftInvalidArgument for a NULL name, an unknown collective or
+ * datatype, or an overflowing count; weftInvalidUsage for a collective this build does not
+ * run yet. */
+WEFT_API weftResult_t weftCommGetCollAlgorithm(const weftComm_t comm, weftColl_t coll,
+                                               size_t count, weftDataType_t datatype,
+                                               const char **name);
+/* weftCommGetCollAlgorithm for weftCollAllReduce. */
 WEFT_API weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count,
                                            weftDataType_t datatype, const char **name);
 
@@ -209,6 +228,7 @@ WEFT_API __typeof__(weftCommCount) pweftCommCount;
 WEFT_API __typeof__(weftCommUserRank) pweftCommUserRank;
 WEFT_API __typeof__(weftAllReduce) pweftAllReduce;
 WEFT_API __typeof__(weftCommGetAlgorithm) pweftCommGetAlgorithm;
+WEFT_API __typeof__(weftCommGetCollAlgorithm) pweftCommGetCollAlgorithm;
 WEFT_API __typeof__(weftGetErrorString) pweftGetErrorString;
 WEFT_API __typeof__(weftGetLastError) pweftGetLastError;
 #endif

@@ -1,37 +1,52 @@
 /* The algorithm interface: one file per algorithm in algorithms/, one exported ops table,
- * registered in lib/registry.c. Algorithms are written against lib/prims.h (or a shared
- * host segment) and never name a transport. */
+ * registered in lib/registry.c. An algorithm says which collectives it runs (`colls`), gives
+ * a cost per call, and runs any of them from one argument struct, as NCCL's ncclInfo carries
+ * any collective. Algorithms are written against lib/prims.h (or a shared host segment) and
+ * never name a transport. */
 #ifndef WEFT_ALGO_H_
 #define WEFT_ALGO_H_
 
 #include <stddef.h>
+#include <stdint.h>
 #include "weft.h"
 
 struct weftComm;
 
-/* One AllReduce call as the algorithms see it: arguments already validated. */
+/* The collectives the tuner chooses an algorithm for (weft.h's weftColl_t). */
+#define WEFT_COLL_BIT(coll) (1u << (unsigned)(coll))
+/* "AllReduce", "Broadcast", ...; "?" out of range. */
+const char *weftCollName(weftColl_t coll);
+
+/* One collective call as the algorithms see it: arguments already validated. count is the
+ * count argument of the NCCL call (AllReduce, Broadcast, Reduce: the buffer; AllGather: each
+ * rank's part, sendcount; ReduceScatter: each rank's part, recvcount; AlltoAll, Gather,
+ * Scatter: each peer's part) and bytes is count times the type's size. */
 struct weftCollArgs {
+  weftColl_t coll;
   const void *sendbuff;
   void *recvbuff;
   size_t count;
   size_t bytes;
   weftDataType_t type;
-  weftRedOp_t op;
-  uint64_t seq; /* operation sequence number of this communicator */
+  weftRedOp_t op;   /* reductions only */
+  int root;         /* rooted collectives only, else -1 */
+  uint64_t seq;     /* operation sequence number of this communicator */
 };
 
 struct weftAlgoOps {
   size_t size;      /* sizeof(struct weftAlgoOps) */
   const char *name; /* WEFT_ALGO key and log tag */
+  unsigned colls;   /* WEFT_COLL_BIT of each collective it runs */
   /* Collective over the communicator (every rank calls it, in registry order). Sets *state to
    * NULL, with the reason in why, when the algorithm cannot run on this communicator. */
   weftResult_t (*init)(struct weftComm *comm, void **state, char *why, size_t whyLen);
-  /* Predicted time in microseconds of one AllReduce of count elements (`bytes` in all) on this
+  /* Predicted time in microseconds of one call (args->coll is one of `colls`) on this
    * communicator. Pure: every rank computes the same value, so every rank picks the same
    * algorithm. The count matters where it leaves parts of a schedule empty (a ring's chunks). */
-  double (*cost)(void *state, const struct weftComm *comm, size_t count, size_t bytes);
-  /* Runs one AllReduce; returns when recvbuff holds the result. */
-  weftResult_t (*allReduce)(void *state, struct weftComm *comm, const struct weftCollArgs *args);
+  double (*cost)(void *state, const struct weftComm *comm, const struct weftCollArgs *args);
+  /* Runs one call (args->coll is one of `colls`); returns when this rank's part is done
+   * (recvbuff holds its result, sendbuff may be reused). */
+  weftResult_t (*run)(void *state, struct weftComm *comm, const struct weftCollArgs *args);
   weftResult_t (*finalize)(void *state);
   /* Optional (NULL): called for every collective, whichever algorithm runs it, before it
    * starts; never blocks. Lets an algorithm with a view of every rank publish what this rank

@@ -74,7 +74,12 @@ static weftResult_t allReduceRun(struct weftComm *comm, struct weftCollArgs args
    * weftCommAbort only has to see calls that are already waiting (see weftCommAbort). */
   atomic_store_explicit(&comm->busy, 1, memory_order_release);
   weftResult_t rc;
-  int algo = weftTuneChoose(comm, args.count, args.bytes);
+  int algo = weftTuneChoose(comm, &args);
+  if (algo < 0) {
+    rc = weftReportTo(comm, weftTuneNoAlgorithm(comm, args.coll));
+    atomic_store_explicit(&comm->busy, 0, memory_order_release);
+    return rc;
+  }
   args.seq = ++comm->opSeq;
   INFO(WEFT_COLL, "AllReduce: opCount %llu sendbuff %p recvbuff %p count %zu datatype %s op %s "
        "comm %p [nranks=%d] algorithm %s", (unsigned long long)args.seq, args.sendbuff,
@@ -88,7 +93,7 @@ static weftResult_t allReduceRun(struct weftComm *comm, struct weftCollArgs args
   for (int a = 0; weftAlgos[a] != NULL; a++)
     if (weftAlgos[a]->begin != NULL && comm->algoState[a] != NULL)
       weftAlgos[a]->begin(comm->algoState[a], &args);
-  rc = weftAlgos[algo]->allReduce(comm->algoState[algo], comm, &args);
+  rc = weftAlgos[algo]->run(comm->algoState[algo], comm, &args);
   e->endUs = rc == weftSuccess ? -1 : nowUs();
   e->rc = rc;
   if (rc != weftSuccess) {
@@ -133,7 +138,8 @@ WEFT_PUBLIC weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, siz
                                        weftStream_t stream) {
   (void)stream;
   WEFTCHECK(weftCheckComm(comm, "weftAllReduce"));
-  struct weftCollArgs args = {sendbuff, recvbuff, count, 0, datatype, op, comm->opSeq};
+  struct weftCollArgs args = {weftCollAllReduce, sendbuff, recvbuff, count, 0, datatype, op, -1,
+                              comm->opSeq};
   weftResult_t rc = weftCheckCollArgs(sendbuff, recvbuff, count, datatype, op, &args.bytes);
   if (rc == weftSuccess) rc = checkUsable(comm, "weftAllReduce");
   if (rc != weftSuccess) return weftReportTo(comm, rc);

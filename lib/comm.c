@@ -282,7 +282,6 @@ struct weftComm *weftCommAlloc(int rank, int nranks, int64_t timeoutMs) {
   comm->timeoutMs = timeoutMs;
   comm->spinIters = comm->spinMax = 0;
   comm->yieldIters = 1000;
-  comm->forcedAlgo = -1;
   return comm;
 }
 

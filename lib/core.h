@@ -80,7 +80,7 @@ struct weftComm {
 
   void *algoState[WEFT_MAX_ALGOS];
   char algoWhy[WEFT_MAX_ALGOS][192]; /* why an algorithm whose state is NULL cannot run */
-  int forcedAlgo; /* index in weftAlgos, -1 = the tuner decides */
+  unsigned algoAllowed[weftNumColls]; /* per collective, bit a: WEFT_ALGO lets weftAlgos[a] run it */
 
   char lastError[1024];
 
@@ -208,12 +208,13 @@ void weftRingClose(struct weftRing *ring);
 /* The communicator's ring over all ranks, grouped by host. */
 weftResult_t weftRingConnect(struct weftComm *comm);
 
-/* Tuner (lib/tune.c): the algorithm for one AllReduce of count elements, `bytes` in all. */
-int weftTuneChoose(struct weftComm *comm, size_t count, size_t bytes);
-/* WEFT_ALGO: an algorithm that cannot run on comm is weftInvalidArgument, with the reason. */
+/* Tuner (lib/tune.c): the index in weftAlgos of the algorithm for one call, -1 when none
+ * can run it (weftTuneNoAlgorithm then says why). */
+int weftTuneChoose(struct weftComm *comm, const struct weftCollArgs *args);
+weftResult_t weftTuneNoAlgorithm(const struct weftComm *comm, weftColl_t coll);
+/* WEFT_ALGO: what it allows must be able to run on comm, else weftInvalidArgument, with the
+ * reason. */
 weftResult_t weftTuneInit(struct weftComm *comm);
-/* The check of WEFT_ALGO (weftParamCheckFn, param.h): a registered algorithm's name. */
-int weftTuneCheckAlgo(const char *value, char *allowed, size_t len);
 
 /* Argument checks at the API boundary (lib/argcheck.c). Each fills the thread's last error. */
 weftResult_t weftCheckComm(const struct weftComm *comm, const char *api);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algospec.h"
 #include "core.h"
 #include "log.h"
 #include "reduce.h"
@@ -99,7 +100,8 @@ weftResult_t weftSettingsCheck(const char *api) {
       continue;
     }
     char allowed[256];
-    weftParamAllowed(p, allowed, sizeof allowed);
+    if (p->check != NULL) p->check(text, allowed, sizeof allowed); /* says what is wrong, too */
+    else weftParamAllowed(p, allowed, sizeof allowed);
     if (o < sizeof msg)
       o += (size_t)snprintf(msg + o, sizeof msg - o, "%s%s=\"%s\" is not allowed (allowed: %s)",
                             bad++ ? "; " : "", p->env, text, allowed);

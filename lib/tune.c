@@ -1,99 +1,148 @@
-/* The tuner: for every AllReduce, the algorithm with the lowest predicted time. Each
- * algorithm's cost() is a pure function of the communicator's shape and the size, so every
- * rank makes the same choice without talking. WEFT_ALGO forces one. */
+/* The tuner: for every collective call, the algorithm with the lowest predicted time among
+ * those that run the collective, can run on this communicator and WEFT_ALGO allows. Each
+ * algorithm's cost() is a pure function of the communicator's shape and the call, so every
+ * rank makes the same choice without talking. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
+#include "algospec.h"
 #include "api.h"
 #include "check.h"
 #include "core.h"
 #include "log.h"
 #include "param.h"
 
-/* "ring, direct, tree or hier": the registry's names. */
-static void algoNames(char *buf, size_t len) {
+static const char *const collNames[weftNumColls] = {
+  "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll", "Gather", "Scatter",
+};
+
+const char *weftCollName(weftColl_t coll) {
+  return (int)coll >= 0 && coll < weftNumColls ? collNames[coll] : "?";
+}
+
+/* Why none of the algorithms in mask can run coll here: "hier: it needs 2 or more hosts ...". */
+static void describeUnrunnable(const struct weftComm *comm, unsigned mask, char *buf, size_t len) {
   size_t o = 0;
   buf[0] = '\0';
-  int n = weftAlgoCount();
-  for (int a = 0; a < n && o < len; a++)
-    o += (size_t)snprintf(buf + o, len - o, "%s%s", a == 0 ? "" : a == n - 1 ? " or " : ", ",
-                          weftAlgos[a]->name);
+  for (int a = 0; weftAlgos[a] != NULL && o < len; a++)
+    if (mask & (1u << a))
+      o += (size_t)snprintf(buf + o, len - o, "%s%s: %s", o ? "; " : "", weftAlgos[a]->name,
+                            comm->algoWhy[a]);
 }
 
-static int algoIndex(const char *name) {
+static unsigned runnable(const struct weftComm *comm) {
+  unsigned m = 0;
   for (int a = 0; weftAlgos[a] != NULL; a++)
-    if (strcasecmp(name, weftAlgos[a]->name) == 0) return a;
-  return -1;
+    if (comm->algoState[a] != NULL) m |= 1u << a;
+  return m;
 }
 
-int weftTuneCheckAlgo(const char *value, char *allowed, size_t len) {
-  algoNames(allowed, len);
-  return value == NULL || algoIndex(value) >= 0 ? 0 : -1;
-}
-
+/* WEFT_ALGO, checked by lib/settings.c before init: what it allows must be able to run on
+ * this communicator for every collective it narrows, else init fails saying why. */
 weftResult_t weftTuneInit(struct weftComm *comm) {
-  comm->forcedAlgo = -1;
-  const char *forced = weftParamAlgo();
-  if (*forced == '\0') return weftSuccess;
-  int a = algoIndex(forced);
-  if (a < 0) { /* lib/settings.c refuses this before init; kept for internal callers */
-    char known[128];
-    algoNames(known, sizeof known);
-    return weftSetError(weftInvalidArgument, "WEFT_ALGO=\"%s\" is not an algorithm (allowed: %s)",
-                        forced, known);
+  const char *text = weftParamAlgo();
+  struct weftAlgoSpec spec;
+  char err[160];
+  if (weftAlgoSpecParse(text, &spec, err, sizeof err) != 0) /* refused by settings already */
+    return weftSetError(weftInvalidArgument, "WEFT_ALGO=\"%s\" is not allowed: %s", text, err);
+  unsigned can = runnable(comm);
+  for (int c = 0; c < weftNumColls; c++) {
+    comm->algoAllowed[c] = spec.allowed[c];
+    if (!(spec.restricted & WEFT_COLL_BIT(c)) || (spec.allowed[c] & can) != 0) continue;
+    char why[768];
+    describeUnrunnable(comm, spec.allowed[c], why, sizeof why);
+    if (__builtin_popcount(spec.allowed[c]) == 1)
+      return weftSetError(weftInvalidArgument, "WEFT_ALGO=%s cannot run on this communicator: %s",
+                          text, comm->algoWhy[__builtin_ctz(spec.allowed[c])]);
+    return weftSetError(weftInvalidArgument, "WEFT_ALGO=%s leaves %s no algorithm that can run on "
+                        "this communicator: %s", text, weftCollName((weftColl_t)c), why);
   }
-  if (comm->algoState[a] == NULL)
-    return weftSetError(weftInvalidArgument, "WEFT_ALGO=%s cannot run on this communicator: %s",
-                        weftAlgos[a]->name, comm->algoWhy[a]);
-  comm->forcedAlgo = a;
-  INFO(WEFT_TUNE, "WEFT_ALGO forces %s", weftAlgos[a]->name);
+  if (*text) INFO(WEFT_TUNE, "WEFT_ALGO=%s", text);
   return weftSuccess;
 }
 
-static void explain(struct weftComm *comm, size_t bytes, int best, const double *cost) {
+static void explain(struct weftComm *comm, const struct weftCollArgs *args, int best,
+                    const double *cost) {
   char line[512];
   size_t o = 0;
+  unsigned bit = WEFT_COLL_BIT(args->coll);
   for (int a = 0; weftAlgos[a] != NULL && o < sizeof line; a++) {
+    const char *name = weftAlgos[a]->name;
+    if (!(weftAlgos[a]->colls & bit)) continue;
     if (comm->algoState[a] == NULL)
-      o += (size_t)snprintf(line + o, sizeof line - o, " %s=n/a", weftAlgos[a]->name);
+      o += (size_t)snprintf(line + o, sizeof line - o, " %s=n/a", name);
+    else if (!(comm->algoAllowed[args->coll] & (1u << a)))
+      o += (size_t)snprintf(line + o, sizeof line - o, " %s=excluded(WEFT_ALGO)", name);
     else
-      o += (size_t)snprintf(line + o, sizeof line - o, " %s=%.2fus", weftAlgos[a]->name, cost[a]);
+      o += (size_t)snprintf(line + o, sizeof line - o, " %s=%.2fus", name, cost[a]);
   }
-  INFO(WEFT_TUNE, "AllReduce %zu bytes on %d ranks (%d per host): %s, predicted%s", bytes,
-       comm->nranks, comm->nLocalRanks, weftAlgos[best]->name, line);
+  INFO(WEFT_TUNE, "%s %zu bytes on %d ranks (%d per host): %s, predicted%s",
+       weftCollName(args->coll), args->bytes, comm->nranks, comm->nLocalRanks,
+       weftAlgos[best]->name, line);
 }
 
-int weftTuneChoose(struct weftComm *comm, size_t count, size_t bytes) {
-  if (comm->forcedAlgo >= 0) return comm->forcedAlgo;
+int weftTuneChoose(struct weftComm *comm, const struct weftCollArgs *args) {
   double cost[WEFT_MAX_ALGOS];
   int best = -1;
+  unsigned allowed = comm->algoAllowed[args->coll], bit = WEFT_COLL_BIT(args->coll);
   for (int a = 0; weftAlgos[a] != NULL; a++) {
-    if (comm->algoState[a] == NULL) continue;
-    cost[a] = weftAlgos[a]->cost(comm->algoState[a], comm, count, bytes);
+    if (comm->algoState[a] == NULL || !(weftAlgos[a]->colls & bit) || !(allowed & (1u << a)))
+      continue;
+    cost[a] = weftAlgos[a]->cost(comm->algoState[a], comm, args);
     if (best < 0 || cost[a] < cost[best]) best = a;
   }
-  if (weftLogLevel != 0 && weftLogEnabled(WEFT_LOG_INFO, WEFT_TUNE)) explain(comm, bytes, best, cost);
+  if (best >= 0 && weftLogLevel != 0 && weftLogEnabled(WEFT_LOG_INFO, WEFT_TUNE))
+    explain(comm, args, best, cost);
   return best;
 }
 
-/* weft extension: what weftAllReduce would run, by name. The same argument checks as
- * weftAllReduce (without buffers) and the same tuner call; it runs and sends nothing. */
-WEFT_PUBLIC weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count,
-                                              weftDataType_t datatype, const char **name) {
-  WEFTCHECK(weftCheckComm(comm, "weftCommGetAlgorithm"));
+weftResult_t weftTuneNoAlgorithm(const struct weftComm *comm, weftColl_t coll) {
+  unsigned run = 0, bit = WEFT_COLL_BIT(coll);
+  for (int a = 0; weftAlgos[a] != NULL; a++)
+    if (weftAlgos[a]->colls & bit) run |= 1u << a;
+  if (run == 0)
+    return weftSetError(weftInvalidUsage, "%s: no algorithm of this build runs it yet",
+                        weftCollName(coll));
+  char why[768];
+  describeUnrunnable(comm, run & comm->algoAllowed[coll], why, sizeof why);
+  return weftSetError(weftInvalidUsage, "%s: no algorithm can run it on this communicator: %s",
+                      weftCollName(coll), why);
+}
+
+/* weft extension: what a collective would run, by name. The same argument checks as the
+ * collective (without buffers) and the same tuner call; it runs and sends nothing. */
+WEFT_PUBLIC weftResult_t weftCommGetCollAlgorithm(const weftComm_t comm, weftColl_t coll,
+                                                  size_t count, weftDataType_t datatype,
+                                                  const char **name) {
+  WEFTCHECK(weftCheckComm(comm, "weftCommGetCollAlgorithm"));
   if (name == NULL)
-    return weftReportTo(comm, weftSetError(weftInvalidArgument, "weftCommGetAlgorithm: name is NULL"));
+    return weftReportTo(comm, weftSetError(weftInvalidArgument, "weftCommGetCollAlgorithm: name is NULL"));
+  if ((int)coll < 0 || coll >= weftNumColls)
+    return weftReportTo(comm, weftSetError(weftInvalidArgument,
+                                           "weftCommGetCollAlgorithm: unknown collective %d", (int)coll));
   if ((int)datatype < 0 || datatype >= weftNumTypes)
     return weftReportTo(comm, weftSetError(weftInvalidArgument,
-                                           "weftCommGetAlgorithm: unknown datatype %d", (int)datatype));
+                                           "weftCommGetCollAlgorithm: unknown datatype %d", (int)datatype));
   /* Non-NULL stand-in buffers, equal (in place): only the count and type are checked here;
    * weftSum takes every type. */
   static const char dummy;
-  size_t bytes = 0;
-  weftResult_t rc = weftCheckCollArgs(&dummy, &dummy, count, datatype, weftSum, &bytes);
+  struct weftCollArgs args = {coll, &dummy, (void *)&dummy, count, 0, datatype, weftSum, -1, 0};
+  weftResult_t rc = weftCheckCollArgs(&dummy, &dummy, count, datatype, weftSum, &args.bytes);
   if (rc != weftSuccess) return weftReportTo(comm, rc);
-  *name = count == 0 ? "none" : weftAlgos[weftTuneChoose(comm, count, bytes)]->name;
+  if (count == 0) {
+    *name = "none";
+    return weftSuccess;
+  }
+  int a = weftTuneChoose(comm, &args);
+  if (a < 0) return weftReportTo(comm, weftTuneNoAlgorithm(comm, coll));
+  *name = weftAlgos[a]->name;
   return weftSuccess;
+}
+WEFT_PROFILING_ALIAS(weftCommGetCollAlgorithm);
+
+WEFT_PUBLIC weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count,
+                                              weftDataType_t datatype, const char **name) {
+  return weftCommGetCollAlgorithm(comm, weftCollAllReduce, count, datatype, name);
 }
 WEFT_PROFILING_ALIAS(weftCommGetAlgorithm);

@@ -41,7 +41,7 @@ static const struct {
     {"WEFT_SHM_SLOT_BYTES", "5000", "a multiple of 64"},
     {"WEFT_FLIGHT_RECORDER", "2", "0 or 1"},
     {"WEFT_SIMD", "7", "0 (portable)"},
-    {"WEFT_ALGO", "bogus", "ring, direct, tree or hier"},
+    {"WEFT_ALGO", "bogus", "a comma list of ring direct tree hier"},
     {"WEFT_TRANSPORTS", "shm,ib", "a comma list of shm tcp"},
     {"WEFT_SOCKET_FAMILY", "inet", "AF_INET or AF_INET6"},
     {"WEFT_COMM_ID", "nohostport", "host:port"},
@@ -290,4 +290,56 @@ Test(settings, docs_env_md_is_the_generated_table, .timeout = 10) {
   fclose(f);
   cr_expect_str_eq(from, table, "docs/env.md differs from the declarations: run make env-doc");
   free(table);
+}
+
+/* WEFT_ALGO in NCCL_ALGO's syntax: what is refused, and what each accepted form lets run. */
+Test(settings, algo_syntax_refused, .timeout = 30) {
+  static const char *const bad[] = {"allreduce:", "foo:ring", "ring;;tree", "ring,,tree", "^",
+                                    "ring,bogus", "^ring,direct,tree,hier", "allreduce:^ring,direct,tree,hier"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("WEFT_ALGO", bad[i], 1);
+    weftUniqueId id;
+    expectRefused(weftGetUniqueId(&id), "WEFT_ALGO", bad[i], "a comma list of ring direct tree hier");
+  }
+}
+
+struct algoCase {
+  const char *spec;
+  const char *allowed[4]; /* the algorithms the tuner may answer, NULL-terminated */
+};
+
+static long algoCaseBody(weftComm_t comm, int rank, int nranks, void *arg) {
+  const struct algoCase *c = arg;
+  (void)rank, (void)nranks;
+  long bad = 0;
+  for (size_t count = 1; count <= (1u << 24); count *= 16) {
+    const char *name = NULL;
+    if (weftCommGetAlgorithm(comm, count, weftFloat32, &name) != weftSuccess) return 1;
+    int ok = 0;
+    for (int i = 0; i < 4 && c->allowed[i] != NULL; i++) ok |= strcmp(name, c->allowed[i]) == 0;
+    if (!ok) fprintf(stderr, "WEFT_ALGO=%s: %zu floats ran %s\n", c->spec, count, name);
+    bad += !ok;
+  }
+  return bad;
+}
+
+Test(settings, algo_syntax_effect, .timeout = 120) {
+  static const struct algoCase cases[] = {
+      {"ring", {"ring"}},
+      {"TREE", {"tree"}},
+      {"ring,tree", {"ring", "tree"}},
+      {"^ring,tree", {"direct"}}, /* hier cannot run on one host */
+      {"allreduce:direct", {"direct"}},
+      {"allreduce:ring;allreduce:tree", {"tree"}}, /* a later entry replaces an earlier one */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    setenv("WEFT_ALGO", cases[i].spec, 1);
+    cr_expect_eq(runRanks(1, 4, algoCaseBody, (void *)&cases[i], 60), 0, "WEFT_ALGO=%s", cases[i].spec);
+  }
+}
+
+Test(settings, algo_list_that_cannot_run_says_why, .timeout = 60) {
+  struct scenario *sc = runScenario(2, 0, "WEFT_ALGO", "allreduce:hier,hier");
+  expectEveryRank(sc, 2, "WEFT_ALGO=allreduce:hier,hier cannot run on this communicator",
+                  "it needs 2 or more hosts");
 }
