@@ -57,7 +57,7 @@ struct directCtrl {
   _Alignas(64) uint64_t sendAddr, recvAddr;
   _Atomic uint64_t opSeq;  /* the operation this rank is in (for timeout messages) */
   _Atomic uint64_t fail;   /* rank 0's only: see the fail word */
-  _Atomic uint64_t sig[2][3]; /* [op parity]: seq, count, datatype << 8 | op; before posting */
+  _Atomic uint64_t sig[2][3]; /* [op parity]: seq, count, weftSigWhat << 16 | type << 8 | op */
 };
 
 /* Whether a flag value has reached round seq (modulo 2^32: ranks are never 2^31 apart). */
@@ -316,7 +316,7 @@ static weftResult_t waitAll(struct weftComm *comm, struct directState *s, int fl
 static void publishSig(struct directState *s, const struct weftCollArgs *a) {
   struct directCtrl *c = &s->ctrl[s->me];
   _Atomic uint64_t *sig = c->sig[a->seq & 1];
-  uint64_t what = (uint64_t)a->type << 8 | (uint64_t)a->op;
+  uint64_t what = weftSigWhat(a->coll, a->root) << 16 | (uint64_t)a->type << 8 | (uint64_t)a->op;
   atomic_store_explicit(&sig[0], a->seq, memory_order_relaxed);
   atomic_store_explicit(&sig[1], a->count, memory_order_relaxed);
   atomic_store_explicit(&sig[2], what, memory_order_relaxed);
@@ -331,17 +331,21 @@ static void readSig(struct directState *s, int rank, int par, uint64_t sig[3]) {
   for (int k = 0; k < 3; k++) sig[k] = atomic_load_explicit(&s->ctrl[rank].sig[par][k], memory_order_relaxed);
 }
 
+/* sig: seq, count, weftSigWhat << 16 | type << 8 | op (publishSig). */
+static void describeDirectSig(const uint64_t sig[3], char *buf, size_t len) {
+  char call[160];
+  weftSigDescribe(sig[1] << 16 | (sig[2] & 0xffff), sig[2] >> 16, call, sizeof call);
+  snprintf(buf, len, "%s (its operation %llu)", call, (unsigned long long)sig[0]);
+}
+
 static weftResult_t sigMismatch(struct directState *s, int r, const uint64_t mine[3],
                                 const uint64_t sig[3]) {
+  char a[192], b[192];
+  describeDirectSig(mine, a, sizeof a);
+  describeDirectSig(sig, b, sizeof b);
   return weftSetError(weftInvalidUsage,
-                      "mismatched collectives at operation %llu: rank %d called "
-                      "AllReduce(count %llu, %s, %s) (its operation %llu), rank %d called "
-                      "AllReduce(count %llu, %s, %s) (its operation %llu)",
-                      (unsigned long long)mine[0], s->me, (unsigned long long)mine[1],
-                      weftTypeName((weftDataType_t)(mine[2] >> 8)),
-                      weftOpName((weftRedOp_t)(mine[2] & 0xff)), (unsigned long long)mine[0], r,
-                      (unsigned long long)sig[1], weftTypeName((weftDataType_t)(sig[2] >> 8)),
-                      weftOpName((weftRedOp_t)(sig[2] & 0xff)), (unsigned long long)sig[0]);
+                      "mismatched collectives at operation %llu: rank %d called %s, rank %d "
+                      "called %s", (unsigned long long)mine[0], s->me, a, r, b);
 }
 
 /* After the first wait for every rank's post: every signature is the same as mine. A rank

@@ -57,7 +57,7 @@ void weftBootstrapSettle(void);
  * Send: 1 sent (or queued behind a note still leaving), 0 an earlier note still blocks the
  * socket, -1 the ring is closed. Recv: 1 a whole note is in `note`, 0 none yet, -1 closed.
  * Wait: 1 when a neighbour's socket is readable before deadlineMs, else 0 or -1. */
-#define WEFT_BOOT_NOTE_BYTES 40
+#define WEFT_BOOT_NOTE_BYTES 48
 enum { WEFT_NOTE_NEXT = 0, WEFT_NOTE_PREV = 1 };
 int weftBootstrapNoteSend(struct weftBootstrap *b, int dir, const uint8_t note[WEFT_BOOT_NOTE_BYTES]);
 int weftBootstrapNoteRecv(struct weftBootstrap *b, int dir, uint8_t note[WEFT_BOOT_NOTE_BYTES]);

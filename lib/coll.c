@@ -87,6 +87,7 @@ static weftResult_t allReduceRun(struct weftComm *comm, struct weftCollArgs args
        comm->nranks, weftAlgos[algo]->name);
   comm->opSig[0] = args.seq;
   comm->opSig[1] = (uint64_t)args.count << 16 | (uint64_t)args.type << 8 | (uint64_t)args.op;
+  comm->opSig[2] = weftSigWhat(args.coll, args.root);
   struct weftFlightEntry *e = &comm->flight[comm->flightNext++ % WEFT_FLIGHT_OPS];
   *e = (struct weftFlightEntry){args.seq, "AllReduce", weftAlgos[algo]->name, args.count,
                                 args.type, args.op, nowUs(), 0, 0};

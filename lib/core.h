@@ -71,7 +71,8 @@ struct weftComm {
   int spinMax;    /* its ceiling: WEFT_SPIN_ITERS, 0 when ranks outnumber cores */
   int yieldIters; /* yields before a wait sleeps */
   uint64_t opSeq; /* collectives started on this communicator */
-  uint64_t opSig[2]; /* the running collective's signature: opSeq, count << 16 | type << 8 | op */
+  uint64_t opSig[3]; /* the running collective's signature: opSeq; count << 16 | type << 8 | op;
+                        weftSigWhat(collective, root) */
   int64_t lastWatchMs; /* when a wait last called the algorithms' watch() */
 
   void *transportState[WEFT_MAX_TRANSPORTS];
@@ -141,16 +142,23 @@ weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc);
  * watch; never blocks. */
 weftResult_t weftSigWatch(struct weftComm *comm, int peer);
 /* A signature note as it travels (parsers of bytes from another process, exposed for
- * tests/fuzz): decode is 0 for a well-formed note; describe prints a signature (count << 16 |
- * type << 8 | op) whatever its fields hold. */
+ * tests/fuzz): decode is 0 for a well-formed note. */
+#define WEFT_SIG_NOTE_BYTES 48
 struct weftSigNote {
   uint32_t kind;
   uint64_t seq;
   uint32_t rankA, rankB; /* a note of where the sender is: rankA is the sender */
-  uint64_t sigA, sigB;
+  uint64_t sigA, sigB;   /* in a note, sigB is the sender's note number */
+  uint64_t whatA, whatB; /* the collective and root of sigA's (and sigB's) call */
 };
-int weftSigNoteDecode(const uint8_t in[40], struct weftSigNote *n);
-void weftSigDescribe(uint64_t sig, char *buf, size_t len);
+int weftSigNoteDecode(const uint8_t in[WEFT_SIG_NOTE_BYTES], struct weftSigNote *n);
+/* The third word of a signature: which collective, and its root (-1: none). */
+static inline uint64_t weftSigWhat(weftColl_t coll, int root) {
+  return (uint64_t)coll << 32 | (uint32_t)(root + 1);
+}
+/* "Broadcast(count 5, float, root 1)" from a signature's count/type/op word and its weftSigWhat
+ * word, whatever their fields hold (they may come from a peer). */
+void weftSigDescribe(uint64_t sig, uint64_t what, char *buf, size_t len);
 /* For a collective that timed out: the chain of waits the notes show, from this rank to the
  * one not at this operation. */
 weftResult_t weftSigWatchOnTimeout(struct weftComm *comm, weftResult_t rc);

@@ -128,25 +128,23 @@ static weftResult_t waitSendSlot(struct weftPrims *p, struct weftConn *c, void *
 /* ---- signatures ---- */
 
 #define SIG_POISON UINT64_MAX
-_Static_assert(WEFT_PRIMS_SIG_BYTES == 3 * sizeof(uint64_t), "trailer: signature, slot number");
+_Static_assert(WEFT_PRIMS_SIG_BYTES == 4 * sizeof(uint64_t), "trailer: signature, slot number");
 /* What a poison slot carries before its trailer: the two ranks that disagreed and their
  * signatures. */
 struct poison {
-  uint64_t sigA[2], sigB[2];
+  uint64_t sigA[3], sigB[3];
   int32_t rankA, rankB;
 };
 
-static void describeSig(char *buf, size_t len, const uint64_t sig[2]) {
-  unsigned type = (unsigned)(sig[1] >> 8) & 0xff, op = (unsigned)sig[1] & 0xff;
-  snprintf(buf, len, "AllReduce(count %llu, %s, %s) (its operation %llu)",
-           (unsigned long long)(sig[1] >> 16),
-           type < weftNumTypes ? weftTypeName((weftDataType_t)type) : "?",
-           op < weftNumOps ? weftOpName((weftRedOp_t)op) : "?", (unsigned long long)sig[0]);
+static void describeSig(char *buf, size_t len, const uint64_t sig[3]) {
+  char call[128];
+  weftSigDescribe(sig[1], sig[2], call, sizeof call);
+  snprintf(buf, len, "%s (its operation %llu)", call, (unsigned long long)sig[0]);
 }
 
 static void describeMismatch(char *buf, size_t len, struct weftComm *comm,
                              const struct poison *m, int via) {
-  char a[160], b[160];
+  char a[224], b[224];
   describeSig(a, sizeof a, m->sigA);
   describeSig(b, sizeof b, m->sigB);
   char how[64] = "";
@@ -164,7 +162,7 @@ static void sendPoison(struct weftPrims *p, const struct poison *m) {
     struct weftConn *c = p->send[i];
     void *slot = NULL;
     if (c->ops->sendSlot(c, &slot) != weftSuccess || slot == NULL) continue;
-    uint64_t trailer[3] = {SIG_POISON, (uint64_t)p->comm->rank, c->slotSeq++};
+    uint64_t trailer[4] = {SIG_POISON, (uint64_t)p->comm->rank, 0, c->slotSeq++};
     memcpy(slot, m, sizeof *m);
     memcpy((char *)slot + sizeof *m, trailer, sizeof trailer);
     c->ops->sendPost(c, sizeof *m + sizeof trailer);
@@ -185,14 +183,15 @@ static weftResult_t lostSlot(struct weftPrims *p, struct weftConn *c, uint64_t t
  * tell downstream of a mismatch). */
 static weftResult_t checkSig(struct weftPrims *p, struct weftConn *c, const char *slot,
                              size_t bytes, size_t expectBytes) {
-  uint64_t theirs[3] = {0, 0, 0};
+  uint64_t theirs[4] = {0, 0, 0, 0};
   const uint64_t *mine = p->comm->opSig;
   if (bytes >= WEFT_PRIMS_SIG_BYTES) {
     memcpy(theirs, slot + bytes - WEFT_PRIMS_SIG_BYTES, sizeof theirs);
-    if (theirs[2] != c->slotSeq) return lostSlot(p, c, theirs[2]);
+    if (theirs[3] != c->slotSeq) return lostSlot(p, c, theirs[3]);
   }
   c->slotSeq++;
-  if (bytes == expectBytes + WEFT_PRIMS_SIG_BYTES && theirs[0] == mine[0] && theirs[1] == mine[1])
+  if (bytes == expectBytes + WEFT_PRIMS_SIG_BYTES && theirs[0] == mine[0] && theirs[1] == mine[1] &&
+      theirs[2] == mine[2])
     return weftSuccess;
   struct poison m;
   char msg[768];
@@ -200,8 +199,9 @@ static weftResult_t checkSig(struct weftPrims *p, struct weftConn *c, const char
     memcpy(&m, slot, sizeof m);
     describeMismatch(msg, sizeof msg, p->comm, &m, c->peer);
   } else {
-    m = (struct poison){{mine[0], mine[1]}, {theirs[0], theirs[1]}, p->comm->rank, c->peer};
-    if (bytes < WEFT_PRIMS_SIG_BYTES) m.sigB[0] = m.sigB[1] = 0;
+    m = (struct poison){{mine[0], mine[1], mine[2]}, {theirs[0], theirs[1], theirs[2]},
+                        p->comm->rank, c->peer};
+    if (bytes < WEFT_PRIMS_SIG_BYTES) m.sigB[0] = m.sigB[1] = m.sigB[2] = 0;
     describeMismatch(msg, sizeof msg, p->comm, &m, -1);
   }
   sendPoison(p, &m); /* first: a failure on a closed link sets an error this one replaces */
@@ -264,7 +264,8 @@ static weftResult_t stepPiece(struct weftPrims *p, enum stepKind kind, const cha
       break;
   }
   for (int i = 0; i < nout; i++) {
-    uint64_t trailer[3] = {p->comm->opSig[0], p->comm->opSig[1], p->send[i]->slotSeq++};
+    uint64_t trailer[4] = {p->comm->opSig[0], p->comm->opSig[1], p->comm->opSig[2],
+                           p->send[i]->slotSeq++};
     if (out[i] != first) memcpy(out[i], first, bytes);
     memcpy((char *)out[i] + bytes, trailer, sizeof trailer);
   }

@@ -43,14 +43,15 @@ weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer);
  * of each; a tree node its children and its parent). Received pieces are reduced in the order
  * of recv[]; "final" steps apply weftReduceFinal with `divisor` (weftAvg divides by it). */
 #define WEFT_PRIMS_MAX_PEERS 3
-/* Every slot a prims step posts ends with a 24-byte trailer: the collective's signature
+/* Every slot a prims step posts ends with a 32-byte trailer: the collective's signature
  * (comm->opSig) and the link's slot number (conn->slotSeq). The receiver compares both with
- * its own: ranks that called different collectives (count, datatype, op or sequence) fail at
+ * its own: ranks that called different collectives (kind, count, datatype, op, root or
+ * sequence) fail at
  * their first received piece with weftInvalidUsage, and pass a "poison" slot carrying both
  * signatures downstream before they close their links; a slot that a link lost (or delivered
  * twice) is weftRemoteError at the next slot, where without the number a lost piece of one
  * collective would be replaced by the next piece and reduced into a wrong result. */
-#define WEFT_PRIMS_SIG_BYTES 24
+#define WEFT_PRIMS_SIG_BYTES 32
 struct weftPrims {
   struct weftComm *comm;
   struct weftConn *send[WEFT_PRIMS_MAX_PEERS], *recv[WEFT_PRIMS_MAX_PEERS];

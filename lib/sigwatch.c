@@ -26,6 +26,9 @@ enum { NOTE_AT = 1 };
 #define note weftSigNote
 
 
+_Static_assert(WEFT_SIG_NOTE_BYTES == WEFT_BOOT_NOTE_BYTES, "a note is one bootstrap note");
+
+/* magic u32 | kind u32 | seq u64 | rankA u32 | rankB u32 | sigA u64 | sigB u64 | whatA u64 */
 static void encode(const struct note *n, uint8_t out[WEFT_BOOT_NOTE_BYTES]) {
   weftPutBe32(out, NOTE_MAGIC);
   weftPutBe32(out + 4, n->kind);
@@ -34,25 +37,34 @@ static void encode(const struct note *n, uint8_t out[WEFT_BOOT_NOTE_BYTES]) {
   weftPutBe32(out + 20, n->rankB);
   weftPutBe64(out + 24, n->sigA);
   weftPutBe64(out + 32, n->sigB);
+  weftPutBe64(out + 40, n->whatA);
 }
 
-int weftSigNoteDecode(const uint8_t in[WEFT_BOOT_NOTE_BYTES], struct weftSigNote *n) {
-  *n = (struct note){weftGetBe32(in + 4), weftGetBe64(in + 8), weftGetBe32(in + 16), weftGetBe32(in + 20), weftGetBe64(in + 24),
-                     weftGetBe64(in + 32)};
+int weftSigNoteDecode(const uint8_t in[WEFT_SIG_NOTE_BYTES], struct weftSigNote *n) {
+  *n = (struct note){weftGetBe32(in + 4), weftGetBe64(in + 8),  weftGetBe32(in + 16),
+                     weftGetBe32(in + 20), weftGetBe64(in + 24), weftGetBe64(in + 32),
+                     weftGetBe64(in + 40), 0};
   return weftGetBe32(in) == NOTE_MAGIC && n->kind == NOTE_AT ? 0 : -1;
 }
 
-void weftSigDescribe(uint64_t sig, char *buf, size_t len) {
+void weftSigDescribe(uint64_t sig, uint64_t what, char *buf, size_t len) {
   unsigned type = (unsigned)(sig >> 8) & 0xff, op = (unsigned)sig & 0xff; /* from a peer */
-  snprintf(buf, len, "AllReduce(count %llu, %s, %s)", (unsigned long long)(sig >> 16),
-           type < weftNumTypes ? weftTypeName((weftDataType_t)type) : "?",
-           op < weftNumOps ? weftOpName((weftRedOp_t)op) : "?");
+  weftColl_t coll = (weftColl_t)(what >> 32);
+  long long root = (long long)(uint32_t)what - 1;
+  const char *typeName = type < weftNumTypes ? weftTypeName((weftDataType_t)type) : "?";
+  const char *opName = op < weftNumOps ? weftOpName((weftRedOp_t)op) : "?";
+  int reduces = coll == weftCollAllReduce || coll == weftCollReduce || coll == weftCollReduceScatter;
+  int n = snprintf(buf, len, "%s(count %llu, %s", weftCollName(coll), (unsigned long long)(sig >> 16),
+                   typeName);
+  if (n > 0 && (size_t)n < len && reduces) n += snprintf(buf + n, len - (size_t)n, ", %s", opName);
+  if (n > 0 && (size_t)n < len && root >= 0) n += snprintf(buf + n, len - (size_t)n, ", root %lld", root);
+  if (n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, ")");
 }
 
 static weftResult_t mismatchError(const struct weftComm *comm, const struct note *n) {
-  char a[96], b[96];
-  weftSigDescribe(n->sigA, a, sizeof a);
-  weftSigDescribe(n->sigB, b, sizeof b);
+  char a[128], b[128];
+  weftSigDescribe(n->sigA, n->whatA, a, sizeof a);
+  weftSigDescribe(n->sigB, n->whatB, b, sizeof b);
   return weftSetError(weftInvalidUsage,
                       "rank %d: mismatched collectives at operation %llu: rank %u called %s, rank "
                       "%u called %s", comm->rank, (unsigned long long)n->seq, n->rankA, a,
@@ -66,12 +78,13 @@ static int active(const struct weftComm *comm) {
 /* Where each rank was last heard of: its operation, that operation's signature, 1 + the rank it
  * was waiting for (0: not said), the number of its note (each rank counts its own), and when
  * (this rank's CLOCK_MONOTONIC ms) that news arrived. */
-#define SEEN_FIELDS 5
+#define SEEN_FIELDS 6
 #define SEEN_SEQ(r) (SEEN_FIELDS * (size_t)(r))
 #define SEEN_SIG(r) (SEEN_FIELDS * (size_t)(r) + 1)
 #define SEEN_WAIT(r) (SEEN_FIELDS * (size_t)(r) + 2)
 #define SEEN_BEAT(r) (SEEN_FIELDS * (size_t)(r) + 3)
 #define SEEN_WHEN(r) (SEEN_FIELDS * (size_t)(r) + 4)
+#define SEEN_WHAT(r) (SEEN_FIELDS * (size_t)(r) + 5)
 /* A waiting rank says again where it is this often, so that news older than NOTE_STALE_MS at
  * a timeout is of a rank that stopped saying it (stopped, or busy elsewhere). */
 #define NOTE_BEAT_MS 250
@@ -100,6 +113,7 @@ static void takeNote(struct weftComm *comm, const struct note *n, int from) {
     return; /* old news: it came the other way round too */
   seen[SEEN_SEQ(r)] = n->seq;
   seen[SEEN_SIG(r)] = n->sigA;
+  seen[SEEN_WHAT(r)] = n->whatA;
   seen[SEEN_WAIT(r)] = n->rankB <= (uint32_t)comm->nranks ? n->rankB : 0;
   seen[SEEN_BEAT(r)] = n->sigB;
   seen[SEEN_WHEN(r)] = (uint64_t)weftNowMs();
@@ -118,10 +132,13 @@ static void readNotes(struct weftComm *comm) {
 /* A rank heard of at this operation with another signature is a mismatch. */
 static weftResult_t compareSeen(struct weftComm *comm) {
   const uint64_t *seen = comm->watchSeen;
-  uint64_t seq = comm->opSig[0], sig = comm->opSig[1];
+  uint64_t seq = comm->opSig[0], sig = comm->opSig[1], what = comm->opSig[2];
   for (int r = 0; seen != NULL && r < comm->nranks; r++) {
-    if (r == comm->rank || seen[SEEN_SEQ(r)] != seq || seen[SEEN_SIG(r)] == sig) continue;
-    struct note n = {NOTE_AT, seq, (uint32_t)r, (uint32_t)comm->rank, seen[SEEN_SIG(r)], sig};
+    if (r == comm->rank || seen[SEEN_SEQ(r)] != seq ||
+        (seen[SEEN_SIG(r)] == sig && seen[SEEN_WHAT(r)] == what))
+      continue;
+    struct note n = {NOTE_AT, seq, (uint32_t)r, (uint32_t)comm->rank, seen[SEEN_SIG(r)], sig,
+                     seen[SEEN_WHAT(r)], what};
     return mismatchError(comm, &n);
   }
   return weftSuccess;
@@ -135,7 +152,8 @@ weftResult_t weftSigWatch(struct weftComm *comm, int peer) {
   int64_t now = weftNowMs();
   if (comm->watchSentSeq != seq || comm->watchSentWait != waitFor ||
       now - comm->watchSentMs >= NOTE_BEAT_MS) {
-    struct note at = {NOTE_AT, seq, (uint32_t)comm->rank, waitFor, sig, ++comm->watchBeat};
+    struct note at = {NOTE_AT, seq, (uint32_t)comm->rank, waitFor, sig, ++comm->watchBeat,
+                      comm->opSig[2], 0};
     sendOn(comm, &at, -1);
     comm->watchSentSeq = seq;
     comm->watchSentWait = waitFor;

@@ -42,8 +42,9 @@ def tcp(opts, dir_, rank, addr, stream):
 def shm(name, slot, nslots):
     return (name.encode().ljust(48, b"\0") + struct.pack("<QI", slot, nslots)).ljust(256, b"\0")
 
-def note(kind, seq, rank_a, rank_b, sig_a, sig_b):
-    return be32(0x5746544E) + be32(kind) + be64(seq) + be32(rank_a) + be32(rank_b) + be64(sig_a) + be64(sig_b)
+def note(kind, seq, rank_a, rank_b, sig_a, sig_b, what_a=1):
+    return (be32(0x5746544E) + be32(kind) + be64(seq) + be32(rank_a) + be32(rank_b) + be64(sig_a)
+            + be64(sig_b) + be64(what_a))
 
 def sig(count, type_, op):
     return count << 16 | type_ << 8 | op
@@ -72,7 +73,9 @@ seeds = {
     "fuzz_tcp_blob": [tcp(1, 1, 1, addr4(LOOP, 40000), 0), tcp(1, 0, 2, bytes(24), 3),
                       tcp(0, 1, 0, addr6(V6, 1), 1)],
     "fuzz_sig_note": [note(1, 6, 3, 0, sig(100, 7, 0), 0),
-                      note(2, 6, 1, 2, sig(100, 7, 0), sig(101, 8, 2))],
+                      note(2, 6, 1, 2, sig(100, 7, 0), sig(101, 8, 2)),
+                      note(1, 7, 2, 1, sig(5, 7, 0), 3, 1 << 32 | 2),   # Broadcast root 1
+                      note(1, 8, 0, 1, sig(9, 2, 1), 4, 2 << 32 | 1)],  # Reduce root 0
     "fuzz_shm_blob": [shm("/weft-4026531836-1234-0123456789abcdef01234567", 131072, 8),
                       shm("/weft-1-00", 4096, 2)],
     "fuzz_param_int": [b"123", b"4K", b" 0x10M ", b"-5G", b"9223372036854775807"],
