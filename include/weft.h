@@ -189,6 +189,30 @@ WEFT_API weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t
                                     weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                                     weftStream_t stream);
 
+/* recvbuff = root's sendbuff, on every rank (count elements). sendbuff is read on the root
+ * only; sendbuff == recvbuff is in place. */
+WEFT_API weftResult_t weftBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                    weftDataType_t datatype, int root, weftComm_t comm,
+                                    weftStream_t stream);
+/* weftBroadcast in place (NCCL's legacy ncclBcast). */
+WEFT_API weftResult_t weftBcast(void *buff, size_t count, weftDataType_t datatype, int root,
+                                weftComm_t comm, weftStream_t stream);
+/* On the root, recvbuff[i] = op over ranks of sendbuff[i], for i < count; recvbuff is written
+ * (and needed) on the root only. sendbuff == recvbuff is in place. */
+WEFT_API weftResult_t weftReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                 weftDataType_t datatype, weftRedOp_t op, int root,
+                                 weftComm_t comm, weftStream_t stream);
+/* recvbuff (nranks * sendcount elements) = every rank's sendbuff, in rank order. In place when
+ * sendbuff == recvbuff + rank * sendcount (in elements). */
+WEFT_API weftResult_t weftAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                    weftDataType_t datatype, weftComm_t comm,
+                                    weftStream_t stream);
+/* recvbuff (recvcount elements) = op over ranks of block `rank` of sendbuff (nranks *
+ * recvcount elements). In place when recvbuff == sendbuff + rank * recvcount (in elements). */
+WEFT_API weftResult_t weftReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                        weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
+                                        weftStream_t stream);
+
 /* weft extension (not in NCCL): *name = the algorithm ("ring", "tree", "hier", "direct", ...)
  * that collective coll on this communicator would run for count elements of datatype (count
  * as the collective's own count argument): the tuner's choice (every rank gets the same
@@ -227,6 +251,11 @@ WEFT_API __typeof__(weftCommRecover) pweftCommRecover;
 WEFT_API __typeof__(weftCommCount) pweftCommCount;
 WEFT_API __typeof__(weftCommUserRank) pweftCommUserRank;
 WEFT_API __typeof__(weftAllReduce) pweftAllReduce;
+WEFT_API __typeof__(weftBroadcast) pweftBroadcast;
+WEFT_API __typeof__(weftBcast) pweftBcast;
+WEFT_API __typeof__(weftReduce) pweftReduce;
+WEFT_API __typeof__(weftAllGather) pweftAllGather;
+WEFT_API __typeof__(weftReduceScatter) pweftReduceScatter;
 WEFT_API __typeof__(weftCommGetAlgorithm) pweftCommGetAlgorithm;
 WEFT_API __typeof__(weftCommGetCollAlgorithm) pweftCommGetCollAlgorithm;
 WEFT_API __typeof__(weftGetErrorString) pweftGetErrorString;

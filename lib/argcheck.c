@@ -61,32 +61,3 @@ weftResult_t weftCheckComm(const struct weftComm *comm, const char *api) {
                         (const void *)comm);
   return weftSuccess;
 }
-
-weftResult_t weftCheckCollArgs(const void *sendbuff, const void *recvbuff, size_t count,
-                               weftDataType_t type, weftRedOp_t op, size_t *bytes) {
-  if ((int)type < 0 || type >= weftNumTypes)
-    return weftSetError(weftInvalidArgument, "AllReduce: unknown datatype %d", (int)type);
-  if ((int)op < 0 || op >= weftNumOps)
-    return weftSetError(weftInvalidArgument, "AllReduce: unknown reduction op %d", (int)op);
-  if (op == weftAvg && !weftTypeIsFloat(type))
-    return weftSetError(weftInvalidArgument,
-                        "AllReduce: weftAvg is supported for floating-point types only, not %s",
-                        weftTypeName(type));
-  size_t typeSize = weftTypeSize(type);
-  if (count > SIZE_MAX / typeSize || count * typeSize > (size_t)PTRDIFF_MAX)
-    return weftSetError(weftInvalidArgument,
-                        "AllReduce: count %zu of %s overflows the byte size", count,
-                        weftTypeName(type));
-  if (count > 0 && sendbuff == NULL)
-    return weftSetError(weftInvalidArgument, "AllReduce: sendbuff is NULL with count %zu", count);
-  if (count > 0 && recvbuff == NULL)
-    return weftSetError(weftInvalidArgument, "AllReduce: recvbuff is NULL with count %zu", count);
-  size_t n = count * typeSize;
-  const char *s = sendbuff, *r = recvbuff;
-  if (n > 0 && s != r && s < r + n && r < s + n)
-    return weftSetError(weftInvalidArgument,
-                        "AllReduce: sendbuff and recvbuff overlap without being equal (in-place "
-                        "needs sendbuff == recvbuff)");
-  *bytes = n;
-  return weftSuccess;
-}

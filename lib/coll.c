@@ -67,9 +67,9 @@ void weftFlightDump(struct weftComm *comm, const char *why) {
   fflush(stderr);
 }
 
-/* Runs one validated AllReduce to its end, in the caller's thread or a non-blocking
+/* Runs one validated collective to its end, in the caller's thread or a non-blocking
  * communicator's operation thread. */
-static weftResult_t allReduceRun(struct weftComm *comm, struct weftCollArgs args) {
+static weftResult_t collRun(struct weftComm *comm, struct weftCollArgs args) {
   /* A plain store, not a locked add: one thread calls collectives on a communicator, and
    * weftCommAbort only has to see calls that are already waiting (see weftCommAbort). */
   atomic_store_explicit(&comm->busy, 1, memory_order_release);
@@ -81,16 +81,16 @@ static weftResult_t allReduceRun(struct weftComm *comm, struct weftCollArgs args
     return rc;
   }
   args.seq = ++comm->opSeq;
-  INFO(WEFT_COLL, "AllReduce: opCount %llu sendbuff %p recvbuff %p count %zu datatype %s op %s "
-       "comm %p [nranks=%d] algorithm %s", (unsigned long long)args.seq, args.sendbuff,
-       args.recvbuff, args.count, weftTypeName(args.type), weftOpName(args.op), (void *)comm,
-       comm->nranks, weftAlgos[algo]->name);
+  INFO(WEFT_COLL, "%s: opCount %llu sendbuff %p recvbuff %p count %zu datatype %s op %s root %d "
+       "comm %p [nranks=%d] algorithm %s", weftCollName(args.coll), (unsigned long long)args.seq,
+       args.sendbuff, args.recvbuff, args.count, weftTypeName(args.type), weftOpName(args.op),
+       args.root, (void *)comm, comm->nranks, weftAlgos[algo]->name);
   comm->opSig[0] = args.seq;
   comm->opSig[1] = (uint64_t)args.count << 16 | (uint64_t)args.type << 8 | (uint64_t)args.op;
   comm->opSig[2] = weftSigWhat(args.coll, args.root);
   struct weftFlightEntry *e = &comm->flight[comm->flightNext++ % WEFT_FLIGHT_OPS];
-  *e = (struct weftFlightEntry){args.seq, "AllReduce", weftAlgos[algo]->name, args.count,
-                                args.type, args.op, nowUs(), 0, 0};
+  *e = (struct weftFlightEntry){args.seq, weftCollName(args.coll), weftAlgos[algo]->name,
+                                args.count, args.type, args.op, nowUs(), 0, 0};
   for (int a = 0; weftAlgos[a] != NULL; a++)
     if (weftAlgos[a]->begin != NULL && comm->algoState[a] != NULL)
       weftAlgos[a]->begin(comm->algoState[a], &args);
@@ -110,7 +110,7 @@ static void *opThreadMain(void *arg) {
   struct weftComm *comm = arg;
   weftLogSetRank(comm->rank);
   weftClearThreadError();
-  (void)allReduceRun(comm, comm->opArgs); /* a failure is the sticky asyncError */
+  (void)collRun(comm, comm->opArgs); /* a failure is the sticky asyncError */
   atomic_store_explicit(&comm->opInFlight, 0, memory_order_release);
   return NULL;
 }
@@ -120,31 +120,80 @@ void weftJoinOpThread(struct weftComm *comm) {
 }
 
 /* Non-blocking: the collective runs in a thread; weftCommGetAsyncError tells when it is done. */
-static weftResult_t allReduceStart(struct weftComm *comm, const struct weftCollArgs *args) {
+static weftResult_t collStart(struct weftComm *comm, const struct weftCollArgs *args,
+                              const char *api) {
   weftJoinOpThread(comm); /* the previous one, done (checkUsable saw it out of flight) */
   comm->opArgs = *args;
   atomic_store(&comm->opInFlight, 1);
   int err = pthread_create(&comm->opThread, NULL, opThreadMain, comm);
   if (err != 0) {
     atomic_store(&comm->opInFlight, 0);
-    return weftReportTo(comm, weftSetSysError(err, "weftAllReduce: pthread_create"));
+    return weftReportTo(comm, weftSetSysError(err, "%s: pthread_create", api));
   }
   atomic_store(&comm->opThreadStarted, 1);
   return weftInProgress;
 }
 
-/* The AllReduce entry point: validate, then run (or start, on a non-blocking communicator). */
+/* Every collective's entry: validate, then run (or start, on a non-blocking communicator). */
+static weftResult_t collCall(weftComm_t comm, const char *api, struct weftCollArgs args) {
+  WEFTCHECK(weftCheckComm(comm, api));
+  args.seq = comm->opSeq;
+  weftResult_t rc = weftCheckCall(comm, &args);
+  if (rc == weftSuccess) rc = checkUsable(comm, api);
+  if (rc != weftSuccess) return weftReportTo(comm, rc);
+  if (args.count == 0) return weftSuccess;
+  return comm->nonblocking ? collStart(comm, &args, api) : collRun(comm, args);
+}
+
 WEFT_PUBLIC weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                                        weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                                        weftStream_t stream) {
   (void)stream;
-  WEFTCHECK(weftCheckComm(comm, "weftAllReduce"));
-  struct weftCollArgs args = {weftCollAllReduce, sendbuff, recvbuff, count, 0, datatype, op, -1,
-                              comm->opSeq};
-  weftResult_t rc = weftCheckCollArgs(sendbuff, recvbuff, count, datatype, op, &args.bytes);
-  if (rc == weftSuccess) rc = checkUsable(comm, "weftAllReduce");
-  if (rc != weftSuccess) return weftReportTo(comm, rc);
-  if (count == 0) return weftSuccess;
-  return comm->nonblocking ? allReduceStart(comm, &args) : allReduceRun(comm, args);
+  return collCall(comm, "weftAllReduce", (struct weftCollArgs){weftCollAllReduce, sendbuff,
+                  recvbuff, count, 0, datatype, op, -1, 0});
 }
 WEFT_PROFILING_ALIAS(weftAllReduce);
+
+WEFT_PUBLIC weftResult_t weftBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                       weftDataType_t datatype, int root, weftComm_t comm,
+                                       weftStream_t stream) {
+  (void)stream;
+  return collCall(comm, "weftBroadcast", (struct weftCollArgs){weftCollBroadcast, sendbuff,
+                  recvbuff, count, 0, datatype, weftSum, root, 0});
+}
+WEFT_PROFILING_ALIAS(weftBroadcast);
+
+WEFT_PUBLIC weftResult_t weftBcast(void *buff, size_t count, weftDataType_t datatype, int root,
+                                   weftComm_t comm, weftStream_t stream) {
+  (void)stream;
+  return collCall(comm, "weftBcast", (struct weftCollArgs){weftCollBroadcast, buff, buff, count,
+                  0, datatype, weftSum, root, 0});
+}
+WEFT_PROFILING_ALIAS(weftBcast);
+
+WEFT_PUBLIC weftResult_t weftReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                    weftDataType_t datatype, weftRedOp_t op, int root,
+                                    weftComm_t comm, weftStream_t stream) {
+  (void)stream;
+  return collCall(comm, "weftReduce", (struct weftCollArgs){weftCollReduce, sendbuff, recvbuff,
+                  count, 0, datatype, op, root, 0});
+}
+WEFT_PROFILING_ALIAS(weftReduce);
+
+WEFT_PUBLIC weftResult_t weftAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                       weftDataType_t datatype, weftComm_t comm,
+                                       weftStream_t stream) {
+  (void)stream;
+  return collCall(comm, "weftAllGather", (struct weftCollArgs){weftCollAllGather, sendbuff,
+                  recvbuff, sendcount, 0, datatype, weftSum, -1, 0});
+}
+WEFT_PROFILING_ALIAS(weftAllGather);
+
+WEFT_PUBLIC weftResult_t weftReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                           weftDataType_t datatype, weftRedOp_t op,
+                                           weftComm_t comm, weftStream_t stream) {
+  (void)stream;
+  return collCall(comm, "weftReduceScatter", (struct weftCollArgs){weftCollReduceScatter,
+                  sendbuff, recvbuff, recvcount, 0, datatype, op, -1, 0});
+}
+WEFT_PROFILING_ALIAS(weftReduceScatter);

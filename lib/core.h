@@ -226,8 +226,13 @@ weftResult_t weftTuneInit(struct weftComm *comm);
 
 /* Argument checks at the API boundary (lib/argcheck.c). Each fills the thread's last error. */
 weftResult_t weftCheckComm(const struct weftComm *comm, const char *api);
-weftResult_t weftCheckCollArgs(const void *sendbuff, const void *recvbuff, size_t count,
-                               weftDataType_t type, weftRedOp_t op, size_t *bytes);
+/* A collective's count, datatype and op (op only where it reduces) on nranks ranks: *bytes =
+ * count times the type's size (lib/collcheck.c). */
+weftResult_t weftCheckCount(weftColl_t coll, size_t count, weftDataType_t type, weftRedOp_t op,
+                            int nranks, size_t *bytes);
+/* A whole call (args->coll, buffers, count, type, op, root) for comm, as NCCL documents it:
+ * buffers each rank needs, the in-place forms; sets args->bytes (and root -1 where unused). */
+weftResult_t weftCheckCall(const struct weftComm *comm, struct weftCollArgs *args);
 weftResult_t weftCommRegisterLive(const struct weftComm *comm);
 void weftCommUnregisterLive(const struct weftComm *comm);
 /* Whether comm is a live communicator of this process (use-after-destroy detection). */

@@ -124,11 +124,10 @@ WEFT_PUBLIC weftResult_t weftCommGetCollAlgorithm(const weftComm_t comm, weftCol
   if ((int)datatype < 0 || datatype >= weftNumTypes)
     return weftReportTo(comm, weftSetError(weftInvalidArgument,
                                            "weftCommGetCollAlgorithm: unknown datatype %d", (int)datatype));
-  /* Non-NULL stand-in buffers, equal (in place): only the count and type are checked here;
-   * weftSum takes every type. */
-  static const char dummy;
-  struct weftCollArgs args = {coll, &dummy, (void *)&dummy, count, 0, datatype, weftSum, -1, 0};
-  weftResult_t rc = weftCheckCollArgs(&dummy, &dummy, count, datatype, weftSum, &args.bytes);
+  /* Only the count and type are checked here (weftSum takes every type); the algorithms'
+   * costs need no buffers. */
+  struct weftCollArgs args = {coll, NULL, NULL, count, 0, datatype, weftSum, 0, 0};
+  weftResult_t rc = weftCheckCount(coll, count, datatype, weftSum, comm->nranks, &args.bytes);
   if (rc != weftSuccess) return weftReportTo(comm, rc);
   if (count == 0) {
     *name = "none";

@@ -2,10 +2,11 @@
  * weft.h and libweft.so (tests/pkg/run.sh). Four ranks as threads run one float AllReduce with
  * the algorithm WEFT_ALGO names and check it exactly.
  *
- * It also defines functions that a user may well have: its own weftReduce (weft's name for
- * NCCL's ncclReduce, a wrapper or a mock), which the library must not call in place of its
- * internal reduction, and, with -DPROFILER, its own weftAllReduce (as a profiling tool does),
- * which calls through to the library's with pweftAllReduce. */
+ * It also defines functions that a user may well have: its own weftReduceApply (the name of
+ * the library's internal reduction, exported by mistake once, when it was called weftReduce
+ * and a program's weftReduce replaced it), which the library must not call in place of its
+ * own, and, with -DPROFILER, its own weftAllReduce (as a profiling tool does), which calls
+ * through to the library's with pweftAllReduce. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +15,10 @@
 #define RANKS 4
 #define COUNT 4099 /* a prime: every algorithm's uneven split */
 
-/* Not weft's: a program's own function that happens to bear an NCCL-shaped weft name. */
-void weftReduce(void);
-void weftReduce(void) {
-  fprintf(stderr, "consumer: the library called the program's weftReduce\n");
+/* Not weft's: a program's own function that happens to bear a weft internal's name. */
+void weftReduceApply(void);
+void weftReduceApply(void) {
+  fprintf(stderr, "consumer: the library called the program's weftReduceApply\n");
   abort();
 }
 
