@@ -1,5 +1,11 @@
-/* Ring AllReduce.
- * How it works: the buffer is cut into n chunks per loop (n = ring members). Reduce-scatter:
+/* Ring: AllReduce, and Broadcast, Reduce, AllGather and ReduceScatter on the same ring.
+ * - Broadcast: a chain from the root along the ring, pipelined in slot-sized pieces; each rank
+ *   copies a piece out as it passes it on. n - 1 hops, every rank passes the buffer once.
+ * - Reduce: a chain that ends at the root (the rank after it starts; each adds its own).
+ * - AllGather: every rank's part travels once around the ring (n - 1 steps, (n-1)/n of the
+ *   whole moved per rank); ReduceScatter: the reduce-scatter half of AllReduce, each part
+ *   ending at the rank it belongs to (parts are placed by rank, the ring is ordered by host).
+ * AllReduce, how it works: the buffer is cut into n chunks per loop (n = ring members). Reduce-scatter:
  * each rank sends one chunk to the next rank, then n-2 times receives a chunk, adds its own
  * contribution and passes it on; after n-1 steps the rank at position i holds the full
  * reduction of chunk i. All-gather: that chunk travels once around the ring (n-1 more steps),
@@ -22,14 +28,19 @@
 
 /* Chunk c (taken mod n) of one loop. Interleaved layout (sliceElems 0): the loop covers
  * [loopOffset, loopOffset + n * chunkCount) and chunk c is its c-th part. Sliced layout: the
- * buffer is n contiguous slices of sliceElems, and chunk c is the part of slice c that starts
- * loopOffset into it, so after all loops position c holds all of slice c in one piece. */
+ * buffer is n contiguous slices of sliceElems, and chunk c is the part of slice c (or of slice
+ * order[c], the rank at ring position c, when order is set) that starts loopOffset into it,
+ * so after all loops position c holds all of its slice in one piece. */
 struct ringLoop {
   size_t count, loopOffset, chunkCount, sliceElems;
   int n;
+  const int *order;
 };
 
-static size_t chunkIndex(const struct ringLoop *l, int c) { return (size_t)(((c % l->n) + l->n) % l->n); }
+static size_t chunkIndex(const struct ringLoop *l, int c) {
+  size_t i = (size_t)(((c % l->n) + l->n) % l->n);
+  return l->order != NULL ? (size_t)l->order[i] : i;
+}
 
 static size_t chunkOffset(const struct ringLoop *l, int c) {
   if (l->sliceElems == 0) return l->loopOffset + chunkIndex(l, c) * l->chunkCount;
@@ -46,16 +57,16 @@ static size_t chunkCount(const struct ringLoop *l, int c) {
 
 #define AT(buf, c) ((buf) + chunkOffset(l, (c)) * p->typeSize)
 
-/* After it, position r holds the reduction of chunk r in recv (final when `final`). */
+/* After it, position r holds the reduction of chunk r at out (final when `final`). */
 static weftResult_t reduceScatterLoop(struct weftPrims *p, const struct ringLoop *l, int r,
-                                      const char *send, char *recv, int final) {
+                                      const char *send, char *out, int final) {
   int n = l->n;
   WEFTCHECK(weftPrimsSend(p, AT(send, r - 1), chunkCount(l, r - 1)));
   for (int j = 2; j < n; j++) WEFTCHECK(weftPrimsRecvReduceSend(p, AT(send, r - j), chunkCount(l, r - j)));
-  if (final) return weftPrimsRecvReduceCopy(p, AT(send, r), AT(recv, r), chunkCount(l, r));
+  if (final) return weftPrimsRecvReduceCopy(p, AT(send, r), out, chunkCount(l, r));
   int divisor = p->divisor;
   p->divisor = 1;
-  weftResult_t rc = weftPrimsRecvReduceCopy(p, AT(send, r), AT(recv, r), chunkCount(l, r));
+  weftResult_t rc = weftPrimsRecvReduceCopy(p, AT(send, r), out, chunkCount(l, r));
   p->divisor = divisor;
   return rc;
 }
@@ -89,7 +100,7 @@ size_t weftRingMaxChunk(const struct weftPrims *p) {
 static struct ringLoop loopAt(size_t count, size_t offset, size_t maxChunk, int n) {
   size_t left = count - offset, loopCount = (size_t)n * maxChunk;
   size_t chunk = left >= loopCount ? maxChunk : (left + (size_t)n - 1) / (size_t)n;
-  return (struct ringLoop){count, offset, chunk, 0, n};
+  return (struct ringLoop){count, offset, chunk, 0, n, NULL};
 }
 
 weftResult_t weftRingAllReduceOn(struct weftComm *comm, struct weftRing *ring, const void *send,
@@ -115,8 +126,9 @@ weftResult_t weftRingReduceScatterSlices(struct weftPrims *p, struct weftRing *r
                                          const void *send, void *recv, size_t count,
                                          size_t sliceElems, size_t maxChunk) {
   for (size_t off = 0; off < sliceElems; off += maxChunk) {
-    struct ringLoop l = {count, off, maxChunk, sliceElems, ring->n};
-    WEFTCHECK(reduceScatterLoop(p, &l, ring->index, send, recv, 0));
+    struct ringLoop l = {count, off, maxChunk, sliceElems, ring->n, NULL};
+    char *out = (char *)recv + chunkOffset(&l, ring->index) * p->typeSize;
+    WEFTCHECK(reduceScatterLoop(p, &l, ring->index, send, out, 0));
   }
   return weftSuccess;
 }
@@ -124,7 +136,7 @@ weftResult_t weftRingReduceScatterSlices(struct weftPrims *p, struct weftRing *r
 weftResult_t weftRingAllGatherSlices(struct weftPrims *p, struct weftRing *ring, void *recv,
                                      size_t count, size_t sliceElems, size_t maxChunk) {
   for (size_t off = 0; off < sliceElems; off += maxChunk) {
-    struct ringLoop l = {count, off, maxChunk, sliceElems, ring->n};
+    struct ringLoop l = {count, off, maxChunk, sliceElems, ring->n, NULL};
     WEFTCHECK(allGatherLoop(p, &l, ring->index, recv));
   }
   return weftSuccess;
@@ -153,14 +165,113 @@ static weftResult_t ringInit(struct weftComm *comm, void **state, char *why, siz
   return weftSuccess;
 }
 
+/* The steps of a chain of n - 1 hops, each pipelined in slot-sized pieces (Broadcast, Reduce);
+ * every rank passes the whole buffer once (busbw factor 1). The other collectives move n - 1
+ * parts of `bytes` around the ring in n - 1 steps (busbw factor (n-1)/n of the whole). */
 static double ringCost(void *state, const struct weftComm *comm, const struct weftCollArgs *args) {
-  size_t count = args->count, bytes = args->bytes;
-  return weftRingCost(comm, state, count, bytes);
+  const struct weftRing *ring = state;
+  int n = ring->n;
+  double bytes = (double)args->bytes, bw = ring->bandwidthGBs * 1e3;
+  if (args->coll == weftCollAllReduce) return weftRingCost(comm, ring, args->count, args->bytes);
+  if (n == 1) return 0.1 + bytes / 8e3;
+  double stepUs = ring->latencyUs + 0.3 * (comm->oversubscribed ? 4 : 1);
+  if (args->coll == weftCollAllGather || args->coll == weftCollReduceScatter)
+    return (n - 1) * stepUs + (n - 1) * bytes / bw;
+  double piece = (double)ring->pieceBytes < bytes ? (double)ring->pieceBytes : bytes;
+  return (n - 1) * stepUs + (bytes + (n - 2) * piece) / bw; /* the chain fills, then streams */
 }
 
-static weftResult_t ringAllReduce(void *state, struct weftComm *comm, const struct weftCollArgs *a) {
-  return weftRingAllReduceOn(comm, state, a->sendbuff, a->recvbuff, a->count, a->type, a->op,
-                             comm->nranks);
+/* The ring position of rank. */
+static int positionOf(const struct weftRing *ring, int rank) {
+  for (int i = 0; i < ring->n; i++)
+    if (ring->order[i] == rank) return i;
+  return 0;
+}
+
+static void ringPrims(struct weftPrims *p, struct weftComm *comm, struct weftRing *ring,
+                      const struct weftCollArgs *a) {
+  struct weftConn *s = &ring->send, *r = &ring->recv;
+  weftPrimsInitMulti(p, comm, &s, 1, &r, 1, a->type, a->op, comm->nranks);
+  weftPrimsSetPiece(p, ring->pieceBytes);
+}
+
+/* Broadcast: a chain from the root along the ring; each rank copies the pieces out as it
+ * passes them on, the last one only receives. */
+static weftResult_t ringBroadcast(struct weftComm *comm, struct weftRing *ring,
+                                  const struct weftCollArgs *a) {
+  int n = ring->n, hop = (ring->index - positionOf(ring, a->root) + n) % n;
+  if (hop == 0 && a->recvbuff != a->sendbuff) memcpy(a->recvbuff, a->sendbuff, a->bytes);
+  if (n == 1) return weftSuccess;
+  struct weftPrims p;
+  ringPrims(&p, comm, ring, a);
+  if (hop == 0) return weftPrimsSend(&p, a->sendbuff, a->count);
+  if (hop < n - 1) return weftPrimsRecvCopySend(&p, a->recvbuff, a->count);
+  return weftPrimsRecv(&p, a->recvbuff, a->count);
+}
+
+/* Reduce: a chain along the ring that ends at the root: the rank after it starts, each rank
+ * adds its own and passes the pieces on, the root adds its own last (and divides, for avg). */
+static weftResult_t ringReduce(struct weftComm *comm, struct weftRing *ring,
+                               const struct weftCollArgs *a) {
+  int n = ring->n, hop = (ring->index - positionOf(ring, a->root) + n) % n;
+  if (n == 1) {
+    weftReduceFinalCopy(a->recvbuff, a->sendbuff, a->count, a->type, a->op, 1);
+    return weftSuccess;
+  }
+  struct weftPrims p;
+  ringPrims(&p, comm, ring, a);
+  if (hop == 1) return weftPrimsSend(&p, a->sendbuff, a->count);
+  if (hop != 0) return weftPrimsRecvReduceSend(&p, a->sendbuff, a->count);
+  return weftPrimsRecvReduceCopy(&p, a->sendbuff, a->recvbuff, a->count);
+}
+
+/* AllGather: recvbuff is n slices of count, slice r rank r's; each position starts with its
+ * own slice and passes every slice once around (n - 1 steps per loop). */
+static weftResult_t ringAllGather(struct weftComm *comm, struct weftRing *ring,
+                                  const struct weftCollArgs *a) {
+  char *recv = a->recvbuff, *own = recv + (size_t)comm->rank * a->bytes;
+  if (own != a->sendbuff) memcpy(own, a->sendbuff, a->bytes);
+  if (ring->n == 1) return weftSuccess;
+  struct weftPrims p;
+  ringPrims(&p, comm, ring, a);
+  size_t maxChunk = weftRingMaxChunk(&p), total = (size_t)ring->n * a->count;
+  for (size_t off = 0; off < a->count; off += maxChunk) {
+    struct ringLoop l = {total, off, maxChunk, a->count, ring->n, ring->order};
+    WEFTCHECK(allGatherLoop(&p, &l, ring->index, recv));
+  }
+  return weftSuccess;
+}
+
+/* ReduceScatter: sendbuff is n slices of count; slice r is reduced around the ring so that it
+ * ends at rank r, in its recvbuff (n - 1 steps per loop). */
+static weftResult_t ringReduceScatter(struct weftComm *comm, struct weftRing *ring,
+                                      const struct weftCollArgs *a) {
+  if (ring->n == 1) {
+    weftReduceFinalCopy(a->recvbuff, a->sendbuff, a->count, a->type, a->op, 1);
+    return weftSuccess;
+  }
+  struct weftPrims p;
+  ringPrims(&p, comm, ring, a);
+  size_t maxChunk = weftRingMaxChunk(&p), total = (size_t)ring->n * a->count;
+  for (size_t off = 0; off < a->count; off += maxChunk) {
+    struct ringLoop l = {total, off, maxChunk, a->count, ring->n, ring->order};
+    char *out = (char *)a->recvbuff + off * p.typeSize;
+    WEFTCHECK(reduceScatterLoop(&p, &l, ring->index, a->sendbuff, out, 1));
+  }
+  return weftSuccess;
+}
+
+static weftResult_t ringRun(void *state, struct weftComm *comm, const struct weftCollArgs *a) {
+  struct weftRing *ring = state;
+  switch (a->coll) {
+    case weftCollBroadcast: return ringBroadcast(comm, ring, a);
+    case weftCollReduce: return ringReduce(comm, ring, a);
+    case weftCollAllGather: return ringAllGather(comm, ring, a);
+    case weftCollReduceScatter: return ringReduceScatter(comm, ring, a);
+    default:
+      return weftRingAllReduceOn(comm, ring, a->sendbuff, a->recvbuff, a->count, a->type, a->op,
+                                 comm->nranks);
+  }
 }
 
 static weftResult_t ringFinalize(void *state) {
@@ -171,9 +282,11 @@ static weftResult_t ringFinalize(void *state) {
 const struct weftAlgoOps weftAlgoRing = {
   .size = sizeof(struct weftAlgoOps),
   .name = "ring",
-  .colls = WEFT_COLL_BIT(weftCollAllReduce),
+  .colls = WEFT_COLL_BIT(weftCollAllReduce) | WEFT_COLL_BIT(weftCollBroadcast) |
+           WEFT_COLL_BIT(weftCollReduce) | WEFT_COLL_BIT(weftCollAllGather) |
+           WEFT_COLL_BIT(weftCollReduceScatter),
   .init = ringInit,
   .cost = ringCost,
-  .run = ringAllReduce,
+  .run = ringRun,
   .finalize = ringFinalize,
 };

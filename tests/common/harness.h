@@ -38,6 +38,10 @@ void fillInput(void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int
  * powers of two, so no sum or product rounds; an average rounds once, its division, which
  * the reference does the same way). See pattern.c. */
 size_t countWrong(const void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int nranks);
+/* The same for elements first .. first + count - 1 of the AllReduce result, held in buf from
+ * its start (a ReduceScatter's part). */
+size_t countWrongFrom(const void *buf, size_t first, size_t count, weftDataType_t type,
+                      weftRedOp_t op, int nranks);
 
 /* A matrix of AllReduce cases: every count x type x op (avg on floats only) x in-place and
  * out-of-place, each checked with countWrong. */

@@ -134,13 +134,20 @@ static double floatExpected(size_t i, weftDataType_t t, weftRedOp_t op, int nran
   return op == weftAvg ? avgExpected(ref, nranks, t) : ref;
 }
 
-size_t countWrong(const void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int nranks) {
+size_t countWrongFrom(const void *buf, size_t first, size_t count, weftDataType_t type,
+                      weftRedOp_t op, int nranks) {
   size_t wrong = 0;
   for (size_t i = 0; i < count; i++) {
-    if (weftTypeIsFloat(type)) wrong += loadFloat(buf, i, type) != floatExpected(i, type, op, nranks);
-    else wrong += loadInt(buf, i, type) != intExpected(i, type, op, nranks);
+    if (weftTypeIsFloat(type))
+      wrong += loadFloat(buf, i, type) != floatExpected(first + i, type, op, nranks);
+    else
+      wrong += loadInt(buf, i, type) != intExpected(first + i, type, op, nranks);
   }
   return wrong;
+}
+
+size_t countWrong(const void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int nranks) {
+  return countWrongFrom(buf, 0, count, type, op, nranks);
 }
 
 /* First wrong element for the message: index, value, expected. */

@@ -1,0 +1,245 @@
+/* Broadcast, Reduce, AllGather and ReduceScatter: every registered algorithm that runs the
+ * collective, forced in turn (WEFT_ALGO=<collective>:<algorithm>), and the tuner's choice x
+ * ranks as threads, processes, mixed and on emulated hosts x counts {0, 1, 2, primes, past a
+ * slot} x every datatype (and op, where the collective reduces) x every root kind (first,
+ * last, middle) x in place and out of place. Every result is exact: a gathered or broadcast
+ * part is the bits its rank put in (the tests' own fillInput), a reduced one the tests' own
+ * reference (tests/common/pattern.c). Buffers a rank must not write (Reduce's recvbuff off the
+ * root) are checked untouched. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo.h"
+#include "core.h"
+#include "harness.h"
+#include "reduce.h"
+
+TestSuite(collectives, .timeout = 600);
+
+#define POISON 0xA5
+
+struct matrix {
+  weftColl_t coll;
+  const size_t *counts;
+  int nCounts;
+  const weftDataType_t *types;
+  int nTypes;
+};
+
+static const size_t smallCounts[] = {0, 1, 2, 7, 1021, 40009};
+static const weftDataType_t allTypes[] = {weftInt8,  weftUint8,   weftInt32,   weftUint32,
+                                          weftInt64, weftUint64,  weftFloat16, weftFloat32,
+                                          weftFloat64, weftBfloat16};
+static const weftDataType_t someTypes[] = {weftInt8, weftFloat16, weftFloat32, weftBfloat16};
+
+static int reducesColl(weftColl_t c) { return c == weftCollReduce || c == weftCollReduceScatter; }
+
+/* Room for a call's buffers: n parts of count for the gathered side, with slack. */
+struct bufs {
+  char *send, *recv, *want;
+  size_t cap;
+};
+
+static int sameBytes(const void *a, const void *b, size_t n) { return n == 0 || memcmp(a, b, n) == 0; }
+
+static int untouched(const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)p[i] != POISON) return 0;
+  return 1;
+}
+
+/* One call and its check; 1 (with a message) when it failed or a value is wrong. */
+static long checkCase(weftComm_t comm, int rank, int n, const struct matrix *m, size_t count,
+                      weftDataType_t type, weftRedOp_t op, int root, int inPlace,
+                      struct bufs *b) {
+  size_t ts = weftTypeSize(type), bytes = count * ts, all = bytes * (size_t)n;
+  memset(b->send, POISON, all);
+  memset(b->recv, POISON, all);
+  const char *what = "wrong result";
+  weftResult_t rc;
+  int ok = 1;
+  switch (m->coll) {
+    case weftCollBroadcast: {
+      char *out = inPlace && rank == root ? b->send : b->recv;
+      if (rank == root) fillInput(b->send, count, type, op, root);
+      rc = weftBroadcast(b->send, out, count, type, root, comm, NULL);
+      fillInput(b->want, count, type, op, root);
+      ok = sameBytes(out, b->want, bytes);
+      break;
+    }
+    case weftCollReduce: {
+      char *out = inPlace && rank == root ? b->send : b->recv;
+      fillInput(b->send, count, type, op, rank);
+      rc = weftReduce(b->send, out, count, type, op, root, comm, NULL);
+      if (rank == root) ok = countWrong(out, count, type, op, n) == 0;
+      else if (!(ok = untouched(b->recv, bytes))) what = "recvbuff written off the root";
+      break;
+    }
+    case weftCollAllGather: {
+      char *in = inPlace ? b->recv + (size_t)rank * bytes : b->send;
+      fillInput(in, count, type, op, rank);
+      rc = weftAllGather(in, b->recv, count, type, comm, NULL);
+      for (int r = 0; r < n && ok; r++) {
+        fillInput(b->want, count, type, op, r);
+        ok = sameBytes(b->recv + (size_t)r * bytes, b->want, bytes);
+      }
+      break;
+    }
+    default: { /* ReduceScatter */
+      char *out = inPlace ? b->send + (size_t)rank * bytes : b->recv;
+      fillInput(b->send, count * (size_t)n, type, op, rank);
+      rc = weftReduceScatter(b->send, out, count, type, op, comm, NULL);
+      ok = countWrongFrom(out, (size_t)rank * count, count, type, op, n) == 0;
+      break;
+    }
+  }
+  if (rc != weftSuccess) {
+    fprintf(stderr, "rank %d: %s %zu %s %s root %d failed: %s\n", rank, weftCollName(m->coll),
+            count, weftTypeName(type), weftOpName(op), root, weftGetLastError(comm));
+    return 1;
+  }
+  if (!ok)
+    fprintf(stderr, "rank %d/%d WEFT_ALGO=%s: %s %zu %s %s root %d %s: %s\n", rank, n,
+            getenv("WEFT_ALGO"), weftCollName(m->coll), count, weftTypeName(type),
+            weftOpName(op), root, inPlace ? "in place" : "out of place", what);
+  return !ok;
+}
+
+static long matrixBody(weftComm_t comm, int rank, int n, void *arg) {
+  const struct matrix *m = arg;
+  size_t maxCount = 0;
+  for (int c = 0; c < m->nCounts; c++) maxCount = m->counts[c] > maxCount ? m->counts[c] : maxCount;
+  struct bufs b;
+  b.cap = maxCount * 8 * (size_t)n + 64;
+  b.send = malloc(b.cap), b.recv = malloc(b.cap), b.want = malloc(b.cap);
+  int roots[3] = {0, n - 1, n / 2}, nRoots = m->coll == weftCollBroadcast || m->coll == weftCollReduce ? 3 : 1;
+  long failures = 0;
+  for (int c = 0; c < m->nCounts; c++)
+    for (int t = 0; t < m->nTypes; t++)
+      for (int o = 0; o < (reducesColl(m->coll) ? weftNumOps : 1); o++) {
+        weftRedOp_t op = (weftRedOp_t)o;
+        if (op == weftAvg && !weftTypeIsFloat(m->types[t])) continue;
+        for (int k = 0; k < nRoots; k++)
+          for (int inPlace = 0; inPlace < 2; inPlace++)
+            failures += checkCase(comm, rank, n, m, m->counts[c], m->types[t], op, roots[k], inPlace, &b);
+      }
+  free(b.send), free(b.recv), free(b.want);
+  return failures;
+}
+
+/* Every algorithm that runs m->coll, forced in turn, then the tuner, on the shape. */
+static void runEveryAlgo(int hosts, int procs, int threads, const struct matrix *m) {
+  int perHost = hosts > 0 ? procs : procs * threads, nHosts = hosts > 0 ? hosts : 1;
+  int tried = 0;
+  for (int a = 0; a <= weftAlgoCount(); a++) {
+    char spec[64], why[160] = "";
+    int runs = 1;
+    if (weftAlgos[a] != NULL) {
+      if (!(weftAlgos[a]->colls & WEFT_COLL_BIT(m->coll))) continue;
+      snprintf(spec, sizeof spec, "%s:%s", weftCollName(m->coll), weftAlgos[a]->name);
+      setenv("WEFT_ALGO", spec, 1);
+      runs = algoRunsOn(weftAlgos[a]->name, nHosts, perHost, why, sizeof why);
+      tried++;
+    } else {
+      unsetenv("WEFT_ALGO");
+      snprintf(spec, sizeof spec, "(tuner)");
+    }
+    expectRefusal(!runs);
+    long failures = hosts > 0 ? runRanksOnHosts(hosts, procs, matrixBody, (void *)m, 600)
+                              : runRanks(procs, threads, matrixBody, (void *)m, 600);
+    expectRefusal(0);
+    cr_expect_eq(failures, 0, "%s: %ld failures with %d host(s) x %d x %d ranks, WEFT_ALGO=%s%s%s",
+                 weftCollName(m->coll), failures, nHosts, procs, threads, spec,
+                 runs ? "" : " (must be refused: ", why);
+  }
+  unsetenv("WEFT_ALGO");
+  cr_expect_gt(tried, 0, "no registered algorithm runs %s", weftCollName(m->coll));
+  char names[512];
+  int left = segmentsLeft(names, sizeof names);
+  cr_expect_eq(left, 0, "%d weft segments left in /dev/shm:%s", left, names);
+}
+
+static const weftColl_t colls[] = {weftCollBroadcast, weftCollReduce, weftCollAllGather,
+                                   weftCollReduceScatter};
+
+static void everyColl(int hosts, int procs, int threads, int fullTypes) {
+  for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++) {
+    struct matrix m = {colls[i], smallCounts, 6, fullTypes ? allTypes : someTypes,
+                       fullTypes ? 10 : 4};
+    runEveryAlgo(hosts, procs, threads, &m);
+  }
+}
+
+Test(collectives, threads_1) { everyColl(0, 1, 1, 1); }
+Test(collectives, threads_2) { everyColl(0, 1, 2, 1); }
+Test(collectives, threads_3) { everyColl(0, 1, 3, 1); }
+Test(collectives, threads_4) { everyColl(0, 1, 4, 0); }
+Test(collectives, procs_3) { everyColl(0, 3, 1, 1); }
+Test(collectives, procs_5) { everyColl(0, 5, 1, 0); }
+Test(collectives, mixed_2x2) { everyColl(0, 2, 2, 0); }
+Test(collectives, hosts_2x2) { everyColl(2, 2, 1, 0); }
+Test(collectives, hosts_3x1) { everyColl(3, 1, 1, 0); }
+
+/* Arguments each collective refuses, with its own message. */
+static long refusalsBody(weftComm_t comm, int rank, int n, void *arg) {
+  (void)arg;
+  float a[64] = {0}, b[64 * 8] = {0};
+  long bad = 0;
+#define REFUSED(call, needle)                                                               \
+  do {                                                                                      \
+    weftResult_t rc_ = (call);                                                              \
+    if (rc_ != weftInvalidArgument || strstr(weftGetLastError(comm), needle) == NULL) {     \
+      fprintf(stderr, "rank %d: %s: rc %d, \"%s\" (wanted \"%s\")\n", rank, #call, rc_,     \
+              weftGetLastError(comm), needle);                                              \
+      bad++;                                                                                \
+    }                                                                                       \
+  } while (0)
+  REFUSED(weftBroadcast(a, b, 4, weftFloat32, n, comm, NULL), "Broadcast: root");
+  REFUSED(weftBroadcast(a, b, 4, weftFloat32, -1, comm, NULL), "Broadcast: root -1 outside");
+  REFUSED(weftReduce(a, b, 4, weftFloat32, weftNumOps, 0, comm, NULL), "Reduce: unknown reduction op");
+  REFUSED(weftReduce(a, b, 4, weftInt32, weftAvg, 0, comm, NULL), "floating-point types only");
+  REFUSED(weftAllGather(NULL, b, 4, weftFloat32, comm, NULL), "AllGather: sendbuff is NULL");
+  REFUSED(weftAllGather(a, b, 4, (weftDataType_t)99, comm, NULL), "AllGather: unknown datatype");
+  REFUSED(weftReduceScatter(b, NULL, 4, weftFloat32, weftSum, comm, NULL), "ReduceScatter: recvbuff is NULL");
+  if (n > 1) /* recvbuff inside sendbuff, but not at this rank's part */
+    REFUSED(weftReduceScatter(b, b + 4 * ((rank + 1) % n), 4, weftFloat32, weftSum, comm, NULL),
+            "not the in-place form");
+  REFUSED(weftAllGather(b + 1, b, 4, weftFloat32, comm, NULL), "overlap");
+  REFUSED(weftAllGather(a, b, SIZE_MAX / 2, weftFloat32, comm, NULL), "overflows");
+  /* Off the root, Reduce needs no recvbuff and Broadcast no sendbuff: accepted, and both run. */
+  float x[4] = {1, 2, 3, 4}, y[4] = {0};
+  if (weftReduce(x, rank == 0 ? y : NULL, 4, weftFloat32, weftSum, 0, comm, NULL) != weftSuccess) bad++;
+  if (weftBroadcast(rank == 0 ? x : NULL, y, 4, weftFloat32, 0, comm, NULL) != weftSuccess) bad++;
+  if (y[3] != 4) bad++;
+  if (weftBcast(y, 4, weftFloat32, n - 1, comm, NULL) != weftSuccess) bad++;
+  return bad;
+#undef REFUSED
+}
+
+Test(collectives, refusals) {
+  cr_expect_eq(runRanks(1, 3, refusalsBody, NULL, 60), 0);
+  cr_expect_eq(runRanks(1, 1, refusalsBody, NULL, 60), 0);
+}
+
+/* Ranks that call different collectives (here AllGather against ReduceScatter of the same
+ * count and type, which the ring runs on the same links) fail with weftInvalidUsage naming
+ * both calls, on every rank. */
+static long mismatchBody(weftComm_t comm, int rank, int n, void *arg) {
+  (void)arg;
+  float a[256] = {0}, b[256 * 4] = {0};
+  weftResult_t rc = rank == 0 ? weftAllGather(a, b, 256, weftFloat32, comm, NULL)
+                              : weftReduceScatter(b, a, 256 / n, weftFloat32, weftSum, comm, NULL);
+  const char *msg = weftGetLastError(comm);
+  int ok = rc == weftInvalidUsage && strstr(msg, "AllGather(count 256, float)") != NULL &&
+           strstr(msg, "ReduceScatter(count 128, float, sum)") != NULL;
+  if (!ok) fprintf(stderr, "rank %d: rc %d: %s\n", rank, rc, msg);
+  return !ok;
+}
+
+Test(collectives, mismatched_kinds_fail_on_every_rank) {
+  setenv("WEFT_TIMEOUT_MS", "20000", 1);
+  cr_expect_eq(runRanks(2, 1, mismatchBody, NULL, 60), 0);
+  unsetenv("WEFT_TIMEOUT_MS");
+}
