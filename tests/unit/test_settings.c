@@ -295,7 +295,8 @@ Test(settings, docs_env_md_is_the_generated_table, .timeout = 10) {
 /* WEFT_ALGO in NCCL_ALGO's syntax: what is refused, and what each accepted form lets run. */
 Test(settings, algo_syntax_refused, .timeout = 30) {
   static const char *const bad[] = {"allreduce:", "foo:ring", "ring;;tree", "ring,,tree", "^",
-                                    "ring,bogus", "^ring,direct,tree,hier", "allreduce:^ring,direct,tree,hier"};
+                                    "ring,bogus", "^ring,direct,tree,hier", "allreduce:^ring,direct,tree,hier",
+                                    "^ring" /* leaves Broadcast none */, "broadcast:tree"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     setenv("WEFT_ALGO", bad[i], 1);
     weftUniqueId id;
@@ -328,7 +329,8 @@ Test(settings, algo_syntax_effect, .timeout = 120) {
       {"ring", {"ring"}},
       {"TREE", {"tree"}},
       {"ring,tree", {"ring", "tree"}},
-      {"^ring,tree", {"direct"}}, /* hier cannot run on one host */
+      {"allreduce:^ring,tree", {"direct"}}, /* hier cannot run on one host */
+      {"^tree,hier", {"ring", "direct"}},
       {"allreduce:direct", {"direct"}},
       {"allreduce:ring;allreduce:tree", {"tree"}}, /* a later entry replaces an earlier one */
   };
