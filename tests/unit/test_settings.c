@@ -106,8 +106,10 @@ Test(settings, every_declared_parameter_is_checked, .timeout = 120) {
       setenv(p->env, junk[j], 1);
       expectRefused(weftGetUniqueId(&id), p->env, junk[j], allowed);
     }
-    int64_t outside[3] = {p->min - 1, p->max + 1, p->min + 1};
-    int useful[3] = {p->min > INT64_MIN, p->max < INT64_MAX, p->step > 1 && p->min + 1 <= p->max};
+    /* Just below, just above, and off the step: only those that exist (no overflow). */
+    int useful[3] = {p->min > INT64_MIN, p->max < INT64_MAX, p->step > 1 && p->min < p->max};
+    int64_t outside[3] = {useful[0] ? p->min - 1 : 0, useful[1] ? p->max + 1 : 0,
+                          useful[2] ? p->min + 1 : 0};
     for (int k = 0; k < 3; k++) {
       if (!useful[k]) continue;
       snprintf(text, sizeof text, "%lld", (long long)outside[k]);
