@@ -2,16 +2,16 @@
  * connection opens the same way: the listening side sends a fresh random nonce, and the
  * connecting side answers with a fixed-size hello proving it holds the secret:
  *
- *   hello   = magic u32 | mac u64 | payload                                    (64 bytes)
+ *   hello   = magic u32 | mac[16] | payload                                    (72 bytes)
  *   payload = kind u32 | rank u32 | nranks u32 | clientNonce[16] | listenAddress[24]
- *   mac     = SipHash(secret, serverNonce || payload)
+ *   mac     = MAC(secret, 'H' || serverNonce || payload)
  *
  * The server's nonce makes each hello single-use, so a recorded one cannot be replayed. The
  * listening side answers with MACs over both nonces, which proves the secret back:
  *
- *   root -> rank:  reply = magic u32 | type u32 | arg u32 | bodyLen u32 | mac u64 | body
- *                  mac   = SipHash(secret, 'R' || clientNonce || serverNonce || seq u32 ||
- *                                  the 16 header bytes before mac || SipHash(secret, 'B' || body))
+ *   root -> rank:  reply = magic u32 | type u32 | arg u32 | bodyLen u32 | mac[16] | body
+ *                  mac   = MAC(secret, 'R' || clientNonce || serverNonce || seq u32 ||
+ *                              the 16 header bytes before mac || MAC(secret, 'B' || body))
  *                  STATUS: arg = ranks registered so far, body = the lowest ranks not yet
  *                          registered (up to 16 u32, ascending; for timeout messages)
  *                  TABLE:  arg = nranks, body = every rank's listen address, by rank
@@ -19,7 +19,17 @@
  *                  LOST:   rank arg left before every rank had registered (died, aborted or
  *                          gave up); body = its listen address. The root stops after it.
  *                  seq counts the replies on the connection, so none can be replayed or dropped.
- *   ring listener -> rank-1:  ack = SipHash(secret, 'A' || clientNonce || serverNonce)
+ *   ring listener -> rank-1:  ack = MAC(secret, 'A' || clientNonce || serverNonce)   (16 bytes)
+ *
+ * MAC(key, m) is keyed BLAKE2b with a 16-byte output (libsodium's crypto_generichash; RFC
+ * 7693), keyed with the communicator's 16-byte secret. The first byte of every MAC'd message
+ * names its kind, so no MAC of one kind passes as another (the TCP transport's start with
+ * "wefttcp"). Tags are compared in constant time (sodium_memcmp).
+ *
+ * Why keyed BLAKE2b and not crypto_auth (HMAC-SHA-512-256): BLAKE2b is a MAC by design when
+ * keyed (no HMAC construction needed), takes the 16-byte secret the unique id already carries
+ * as its key (crypto_auth wants 32 bytes, which we would have to derive), hashes a message in
+ * pieces without copying, and gives a 16-byte tag directly; it is also the faster of the two.
  *
  * Integers are big-endian. An address is family u8 (0 none, 4, 6) | 0 u8 | port u16 |
  * address[16] | IPv6 scope u32.
@@ -27,6 +37,8 @@
 #include "boot_internal.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -35,135 +47,113 @@
 #include "check.h"
 #include "log.h"
 
-/* ---- Bytes ---- */
+_Static_assert(SECRET_BYTES >= crypto_generichash_KEYBYTES_MIN &&
+                   SECRET_BYTES <= crypto_generichash_KEYBYTES_MAX,
+               "the secret is a valid BLAKE2b key");
+_Static_assert(MAC_BYTES >= crypto_generichash_BYTES_MIN &&
+                   MAC_BYTES <= crypto_generichash_BYTES_MAX,
+               "the tag is a valid BLAKE2b output length");
 
-static uint64_t getLe64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-static void putLe64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
+/* ---- libsodium, and the MAC ---- */
 
-/* ---- SipHash-2-4, incremental so a MAC can cover several pieces without copying ---- */
+static pthread_once_t sodiumOnce = PTHREAD_ONCE_INIT;
+static int sodiumStatus; /* sodium_init's: 0 first time, 1 already done elsewhere, -1 failed */
 
-struct sipHash {
-  uint64_t v0, v1, v2, v3;
-  uint64_t tail;  /* bytes not yet compressed, little-endian */
-  size_t tailLen; /* 0..7 */
-  uint64_t total;
-};
+static void sodiumStart(void) { sodiumStatus = sodium_init(); }
 
-static uint64_t rotl64(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
-
-/* clang-format off */
-static void sipRound(struct sipHash *s) {
-  s->v0 += s->v1; s->v1 = rotl64(s->v1, 13); s->v1 ^= s->v0; s->v0 = rotl64(s->v0, 32);
-  s->v2 += s->v3; s->v3 = rotl64(s->v3, 16); s->v3 ^= s->v2;
-  s->v0 += s->v3; s->v3 = rotl64(s->v3, 21); s->v3 ^= s->v0;
-  s->v2 += s->v1; s->v1 = rotl64(s->v1, 17); s->v1 ^= s->v2; s->v2 = rotl64(s->v2, 32);
-}
-/* clang-format on */
-
-static void sipCompress(struct sipHash *s, uint64_t m) {
-  s->v3 ^= m;
-  sipRound(s);
-  sipRound(s);
-  s->v0 ^= m;
+weftResult_t weftBootstrapCryptoInit(void) {
+  pthread_once(&sodiumOnce, sodiumStart);
+  if (sodiumStatus < 0)
+    return weftSetError(weftSystemError, "bootstrap: libsodium failed to initialise (sodium_init)");
+  return weftSuccess;
 }
 
-static void sipInit(struct sipHash *s, const uint8_t key[16]) {
-  uint64_t k0 = getLe64(key), k1 = getLe64(key + 8);
-  s->v0 = k0 ^ 0x736f6d6570736575ULL;
-  s->v1 = k1 ^ 0x646f72616e646f6dULL;
-  s->v2 = k0 ^ 0x6c7967656e657261ULL;
-  s->v3 = k1 ^ 0x7465646279746573ULL;
-  s->tail = 0;
-  s->tailLen = 0;
-  s->total = 0;
+/* A MAC over several pieces: macStart, macAdd..., macEnd. */
+static void macStart(crypto_generichash_state *st, const uint8_t *key, uint8_t kind) {
+  pthread_once(&sodiumOnce, sodiumStart); /* the entry points report a failure */
+  /* Cannot fail: the key and output lengths are valid (asserted above). */
+  (void)crypto_generichash_init(st, key, SECRET_BYTES, MAC_BYTES);
+  (void)crypto_generichash_update(st, &kind, 1);
 }
 
-static void sipUpdate(struct sipHash *s, const void *data, size_t len) {
-  const uint8_t *p = data;
-  s->total += len;
-  while (len > 0 && s->tailLen > 0) {
-    s->tail |= (uint64_t)*p++ << (8 * s->tailLen);
-    len--;
-    if (++s->tailLen == 8) {
-      sipCompress(s, s->tail);
-      s->tail = 0;
-      s->tailLen = 0;
-    }
-  }
-  for (; len >= 8; p += 8, len -= 8) sipCompress(s, getLe64(p));
-  for (; len > 0; len--) s->tail |= (uint64_t)*p++ << (8 * s->tailLen++);
+static void macAdd(crypto_generichash_state *st, const void *data, size_t len) {
+  (void)crypto_generichash_update(st, data, len);
 }
 
-static void sipUpdateByte(struct sipHash *s, uint8_t byte) { sipUpdate(s, &byte, 1); }
-
-static uint64_t sipFinal(struct sipHash *s) {
-  sipCompress(s, s->total << 56 | s->tail);
-  s->v2 ^= 0xff;
-  for (int i = 0; i < 4; i++) sipRound(s);
-  return s->v0 ^ s->v1 ^ s->v2 ^ s->v3;
+static void macEnd(crypto_generichash_state *st, uint8_t tag[MAC_BYTES]) {
+  (void)crypto_generichash_final(st, tag, MAC_BYTES);
+  sodium_memzero(st, sizeof *st);
 }
 
-uint64_t weftSipHash(const uint8_t key[16], const void *msg, size_t len) {
-  struct sipHash s;
-  sipInit(&s, key);
-  sipUpdate(&s, msg, len);
-  return sipFinal(&s);
+void weftBootstrapMac(const uint8_t key[16], const void *msg, size_t len,
+                      uint8_t tag[WEFT_BOOT_MAC_BYTES]) {
+  pthread_once(&sodiumOnce, sodiumStart);
+  (void)crypto_generichash(tag, MAC_BYTES, msg, len, key, SECRET_BYTES);
+}
+
+int weftBootstrapMacEqual(const uint8_t *a, const uint8_t *b) {
+  return sodium_memcmp(a, b, MAC_BYTES) == 0;
 }
 
 /* ---- MACs of the handshake (see the top of the file) ---- */
 
-static uint64_t helloMac(const uint8_t *secret, const uint8_t *serverNonce,
-                         const uint8_t *payload) {
-  struct sipHash s;
-  sipInit(&s, secret);
-  sipUpdate(&s, serverNonce, NONCE_BYTES);
-  sipUpdate(&s, payload, HELLO_PAYLOAD_BYTES);
-  return sipFinal(&s);
+static void helloMac(const uint8_t *secret, const uint8_t *serverNonce, const uint8_t *payload,
+                     uint8_t tag[MAC_BYTES]) {
+  crypto_generichash_state st;
+  macStart(&st, secret, 'H');
+  macAdd(&st, serverNonce, NONCE_BYTES);
+  macAdd(&st, payload, HELLO_PAYLOAD_BYTES);
+  macEnd(&st, tag);
 }
 
-uint64_t weftBootBodyDigest(const uint8_t *secret, const uint8_t *body, size_t len) {
-  struct sipHash s;
-  sipInit(&s, secret);
-  sipUpdateByte(&s, 'B');
-  sipUpdate(&s, body, len);
-  return sipFinal(&s);
+void weftBootBodyDigest(const uint8_t *secret, const uint8_t *body, size_t len,
+                        uint8_t digest[MAC_BYTES]) {
+  crypto_generichash_state st;
+  macStart(&st, secret, 'B');
+  macAdd(&st, body, len);
+  macEnd(&st, digest);
 }
 
-uint64_t weftBootReplyMac(const uint8_t *secret, const uint8_t *clientNonce,
-                          const uint8_t *serverNonce, uint32_t seq, const uint8_t *header,
-                          uint64_t digest) {
-  uint8_t numbers[12];
-  weftPutBe32(numbers, seq);
-  weftPutBe64(numbers + 4, digest);
-  struct sipHash s;
-  sipInit(&s, secret);
-  sipUpdateByte(&s, 'R');
-  sipUpdate(&s, clientNonce, NONCE_BYTES);
-  sipUpdate(&s, serverNonce, NONCE_BYTES);
-  sipUpdate(&s, numbers, 4);
-  sipUpdate(&s, header, REPLY_MACED_HEADER_BYTES);
-  sipUpdate(&s, numbers + 4, 8);
-  return sipFinal(&s);
+static void replyMac(const uint8_t *secret, const uint8_t *clientNonce,
+                     const uint8_t *serverNonce, uint32_t seq, const uint8_t *head,
+                     const uint8_t *digest, uint8_t tag[MAC_BYTES]) {
+  uint8_t seqBytes[4];
+  weftPutBe32(seqBytes, seq);
+  crypto_generichash_state st;
+  macStart(&st, secret, 'R');
+  macAdd(&st, clientNonce, NONCE_BYTES);
+  macAdd(&st, serverNonce, NONCE_BYTES);
+  macAdd(&st, seqBytes, 4);
+  macAdd(&st, head, REPLY_MACED_HEADER_BYTES);
+  macAdd(&st, digest, MAC_BYTES);
+  macEnd(&st, tag);
 }
 
-uint64_t weftBootAckMac(const uint8_t *secret, const uint8_t *clientNonce,
-                        const uint8_t *serverNonce) {
-  struct sipHash s;
-  sipInit(&s, secret);
-  sipUpdateByte(&s, 'A');
-  sipUpdate(&s, clientNonce, NONCE_BYTES);
-  sipUpdate(&s, serverNonce, NONCE_BYTES);
-  return sipFinal(&s);
+static void ackMac(const uint8_t *secret, const uint8_t *clientNonce, const uint8_t *serverNonce,
+                   uint8_t tag[MAC_BYTES]) {
+  crypto_generichash_state st;
+  macStart(&st, secret, 'A');
+  macAdd(&st, clientNonce, NONCE_BYTES);
+  macAdd(&st, serverNonce, NONCE_BYTES);
+  macEnd(&st, tag);
+}
+
+void weftBootAckBuild(uint8_t ack[ACK_BYTES], const uint8_t *secret, const uint8_t *clientNonce,
+                      const uint8_t *serverNonce) {
+  ackMac(secret, clientNonce, serverNonce, ack);
+}
+
+int weftBootstrapCheckAck(const uint8_t *secret, const uint8_t *clientNonce,
+                          const uint8_t *serverNonce, const uint8_t *ack) {
+  uint8_t want[MAC_BYTES];
+  ackMac(secret, clientNonce, serverNonce, want);
+  return weftBootstrapMacEqual(ack, want) ? 0 : -1;
 }
 
 /* ---- Nonces and derived secrets ---- */
 
+/* The kernel's random bytes (getrandom), as before libsodium: a failure is an error with its
+ * errno for the caller, where randombytes_buf would abort the process. */
 weftResult_t weftBootRandom(void *buf, size_t len) {
   size_t done = 0;
   while (done < len) {
@@ -175,38 +165,33 @@ weftResult_t weftBootRandom(void *buf, size_t len) {
   return weftSuccess;
 }
 
-/* 128 bits from a text (WEFT_COMM_SECRET): two SipHashes of the text under fixed, distinct
- * keys. */
+/* 128 bits from a text (WEFT_COMM_SECRET): BLAKE2b of the text keyed with the fixed
+ * "weft-comm-secret", so this secret is no MAC of anything. As strong as the text: a short
+ * one can be guessed offline from one recorded hello (a password hash would slow that, at
+ * the cost of every rank's init). */
 void weftBootDeriveSecret(const char *text, uint8_t *secret) {
-  static const uint8_t keyLow[16] = {0x77, 0x65, 0x66, 0x74, 0x2d, 0x73, 0x65, 0x63,
-                                     0x72, 0x65, 0x74, 0x2d, 0x6c, 0x6f, 0x77, 0x00};
-  static const uint8_t keyHigh[16] = {0x77, 0x65, 0x66, 0x74, 0x2d, 0x73, 0x65, 0x63,
-                                      0x72, 0x65, 0x74, 0x2d, 0x68, 0x69, 0x67, 0x68};
-  size_t len = strlen(text);
-  putLe64(secret, weftSipHash(keyLow, text, len));
-  putLe64(secret + 8, weftSipHash(keyHigh, text, len));
+  static const uint8_t key[SECRET_BYTES] = {'w', 'e', 'f', 't', '-', 'c', 'o', 'm',
+                                            'm', '-', 's', 'e', 'c', 'r', 'e', 't'};
+  pthread_once(&sodiumOnce, sodiumStart);
+  (void)crypto_generichash(secret, SECRET_BYTES, (const uint8_t *)text, strlen(text), key,
+                           SECRET_BYTES);
 }
 
 /* The parent's secret bound to the epoch and the member list: members that disagree on either
- * refuse each other's ring hellos, so a disagreement fails instead of forming a wrong ring. */
+ * refuse each other's ring hellos, so a disagreement fails instead of forming a wrong ring.
+ * MAC(parent, 'S' || epoch u64 || members u32...); no message on the wire starts with 'S'. */
 void weftBootSplitSecret(const uint8_t *parent, uint64_t epoch, const int *members, int n,
                          uint8_t *out) {
-  struct sipHash lo, hi;
-  sipInit(&lo, parent);
-  sipInit(&hi, parent);
-  sipUpdateByte(&lo, 'l');
-  sipUpdateByte(&hi, 'h');
+  crypto_generichash_state st;
+  macStart(&st, parent, 'S');
   uint8_t word[8];
   weftPutBe64(word, epoch);
-  sipUpdate(&lo, word, 8);
-  sipUpdate(&hi, word, 8);
+  macAdd(&st, word, 8);
   for (int i = 0; i < n; i++) {
     weftPutBe32(word, (uint32_t)members[i]);
-    sipUpdate(&lo, word, 4);
-    sipUpdate(&hi, word, 4);
+    macAdd(&st, word, 4);
   }
-  putLe64(out, sipFinal(&lo));
-  putLe64(out + 8, sipFinal(&hi));
+  macEnd(&st, out);
 }
 
 /* ---- Hellos ---- */
@@ -215,10 +200,12 @@ void weftBootSplitSecret(const uint8_t *parent, uint64_t epoch, const int *membe
 const char *weftBootstrapParseHello(const uint8_t *secret, const uint8_t *serverNonce,
                                     const uint8_t *hello,
                                     struct weftBootstrapHello *h) {
-  const uint8_t *payload = hello + 12;
+  const uint8_t *payload = hello + HELLO_PAYLOAD_OFFSET;
+  uint8_t want[MAC_BYTES];
   memset(h, 0, sizeof *h);
   if (weftGetBe32(hello) != HELLO_MAGIC) return "not a weft hello (wrong magic)";
-  if (weftGetBe64(hello + 4) != helloMac(secret, serverNonce, payload))
+  helloMac(secret, serverNonce, payload, want);
+  if (!weftBootstrapMacEqual(hello + HELLO_MAC_OFFSET, want))
     return "wrong MAC: it does not hold this communicator's secret";
   h->kind = weftGetBe32(payload);
   h->rank = weftGetBe32(payload + 4);
@@ -249,17 +236,27 @@ int weftBootstrapCheckHello(const struct weftBootstrapHello *h, uint32_t kind, i
 void weftBootHelloBuild(uint8_t out[HELLO_BYTES], const uint8_t *secret, const uint8_t *serverNonce,
                         uint32_t kind, int rank, int nranks, const uint8_t *clientNonce,
                         const uint8_t *addr) {
-  uint8_t *payload = out + 12;
+  uint8_t *payload = out + HELLO_PAYLOAD_OFFSET;
   weftPutBe32(out, HELLO_MAGIC);
   weftPutBe32(payload, kind);
   weftPutBe32(payload + 4, (uint32_t)rank);
   weftPutBe32(payload + 8, (uint32_t)nranks);
   memcpy(payload + 12, clientNonce, NONCE_BYTES);
   memcpy(payload + 12 + NONCE_BYTES, addr, ADDR_BYTES);
-  weftPutBe64(out + 4, helloMac(secret, serverNonce, payload));
+  helloMac(secret, serverNonce, payload, out + HELLO_MAC_OFFSET);
 }
 
 /* ---- Replies of the root ---- */
+
+void weftBootReplyBuild(uint8_t head[REPLY_HEADER_BYTES], const uint8_t *secret,
+                        const uint8_t *clientNonce, const uint8_t *serverNonce, uint32_t seq,
+                        uint32_t type, uint32_t arg, size_t bodyLen, const uint8_t *digest) {
+  weftPutBe32(head, REPLY_MAGIC);
+  weftPutBe32(head + 4, type);
+  weftPutBe32(head + 8, arg);
+  weftPutBe32(head + 12, (uint32_t)bodyLen);
+  replyMac(secret, clientNonce, serverNonce, seq, head, digest, head + REPLY_MAC_OFFSET);
+}
 
 int weftBootstrapParseReplyHeader(const uint8_t *head, int nranks,
                                   uint32_t *type, uint32_t *arg, size_t *bodyLen) {
@@ -285,7 +282,8 @@ int weftBootstrapCheckReplyMac(const uint8_t *secret, const uint8_t *clientNonce
                                const uint8_t *serverNonce, uint32_t seq,
                                const uint8_t *head, const uint8_t *body,
                                size_t bodyLen) {
-  uint64_t digest = weftBootBodyDigest(secret, body, bodyLen);
-  uint64_t mac = weftBootReplyMac(secret, clientNonce, serverNonce, seq, head, digest);
-  return weftGetBe64(head + 16) == mac ? 0 : -1;
+  uint8_t digest[MAC_BYTES], want[MAC_BYTES];
+  weftBootBodyDigest(secret, body, bodyLen, digest);
+  replyMac(secret, clientNonce, serverNonce, seq, head, digest, want);
+  return weftBootstrapMacEqual(head + REPLY_MAC_OFFSET, want) ? 0 : -1;
 }

@@ -22,16 +22,21 @@
 enum {
   NONCE_BYTES = 16,
   SECRET_BYTES = 16,
+  MAC_BYTES = WEFT_BOOT_MAC_BYTES,
   ADDR_BYTES = 24,
+  HELLO_MAC_OFFSET = 4,
+  HELLO_PAYLOAD_OFFSET = HELLO_MAC_OFFSET + MAC_BYTES,
   HELLO_PAYLOAD_BYTES = 12 + NONCE_BYTES + ADDR_BYTES,
-  HELLO_BYTES = 12 + HELLO_PAYLOAD_BYTES,
-  REPLY_HEADER_BYTES = 24,
+  HELLO_BYTES = HELLO_PAYLOAD_OFFSET + HELLO_PAYLOAD_BYTES,
   REPLY_MACED_HEADER_BYTES = 16,
-  ACK_BYTES = 8,
-  ID_VERSION = 1,
+  REPLY_MAC_OFFSET = REPLY_MACED_HEADER_BYTES,
+  REPLY_HEADER_BYTES = REPLY_MAC_OFFSET + MAC_BYTES,
+  ACK_BYTES = MAC_BYTES,
+  /* 2: 128-bit BLAKE2b MACs (the hello, reply and ack layouts grew); 1 had 64-bit SipHash. */
+  ID_VERSION = 2,
 };
 _Static_assert(HELLO_BYTES == WEFT_BOOT_HELLO_BYTES && ADDR_BYTES == WEFT_BOOT_ADDR_BYTES &&
-               ADDR_BYTES == WEFT_SOCK_WIRE_BYTES &&
+                   ADDR_BYTES == WEFT_SOCK_WIRE_BYTES &&
                    REPLY_HEADER_BYTES == WEFT_BOOT_REPLY_HEADER_BYTES,
                "bootstrap.h sizes");
 #define ID_MAGIC 0x57465449u    /* "WFTI" */
@@ -114,12 +119,17 @@ weftResult_t weftBootRandom(void *buf, size_t len);
 void weftBootHelloBuild(uint8_t out[HELLO_BYTES], const uint8_t *secret,
                         const uint8_t *serverNonce, uint32_t kind, int rank, int nranks,
                         const uint8_t *clientNonce, const uint8_t *addr);
-uint64_t weftBootBodyDigest(const uint8_t *secret, const uint8_t *body, size_t len);
-uint64_t weftBootReplyMac(const uint8_t *secret, const uint8_t *clientNonce,
-                          const uint8_t *serverNonce, uint32_t seq, const uint8_t *header,
-                          uint64_t digest);
-uint64_t weftBootAckMac(const uint8_t *secret, const uint8_t *clientNonce,
-                        const uint8_t *serverNonce);
+/* A reply's MAC covers the body through its digest, so a table sent to every rank is hashed
+ * once, not once per rank. */
+void weftBootBodyDigest(const uint8_t *secret, const uint8_t *body, size_t len,
+                        uint8_t digest[MAC_BYTES]);
+/* Reply number seq on the connection whose nonces are clientNonce and serverNonce. */
+void weftBootReplyBuild(uint8_t head[REPLY_HEADER_BYTES], const uint8_t *secret,
+                        const uint8_t *clientNonce, const uint8_t *serverNonce, uint32_t seq,
+                        uint32_t type, uint32_t arg, size_t bodyLen, const uint8_t *digest);
+/* A ring listener's acknowledgement of rank-1's hello (checked by weftBootstrapCheckAck). */
+void weftBootAckBuild(uint8_t ack[ACK_BYTES], const uint8_t *secret, const uint8_t *clientNonce,
+                      const uint8_t *serverNonce);
 /* The 128-bit secret of a text (WEFT_COMM_SECRET). */
 void weftBootDeriveSecret(const char *text, uint8_t *secret);
 /* The parent's secret bound to the epoch and the member list of a split. */

@@ -106,7 +106,7 @@ static weftResult_t dialProgress(struct ringSetup *rs) {
       return dialFailed(rs, rc);
     if (rs->dialDone < ACK_BYTES) return weftSuccess;
     char name[WEFT_SOCK_NAME_MAX];
-    if (weftGetBe64(rs->dialBuf) != weftBootAckMac(rs->secret, rs->clientNonce, rs->serverNonce))
+    if (weftBootstrapCheckAck(rs->secret, rs->clientNonce, rs->serverNonce, rs->dialBuf) != 0)
       return weftSetError(
           weftRemoteError,
           "bootstrap: the listener at %s (rank %d in the table) sent a wrong acknowledgement MAC",
@@ -132,11 +132,11 @@ static int ringOnPending(struct ringSetup *rs, size_t i) {
     return 0;
   }
   uint8_t ack[ACK_BYTES];
-  weftPutBe64(ack, weftBootAckMac(rs->secret, h.clientNonce, peer->nonce));
+  weftBootAckBuild(ack, rs->secret, h.clientNonce, peer->nonce);
   char name[WEFT_SOCK_NAME_MAX];
   snprintf(name, sizeof name, "%s", peer->name);
   int fd = weftBootPendingTake(&rs->pending, i);
-  /* 8 bytes after the 16-byte nonce always fit a fresh socket's buffer: this never waits. */
+  /* 16 bytes after the 16-byte nonce always fit a fresh socket's buffer: this never waits. */
   int rc = weftSocketSendAll(fd, ack, sizeof ack, rs->deadlineMs);
   if (rc != 0) {
     char text[128];

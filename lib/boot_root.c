@@ -46,7 +46,7 @@ struct root {
   int registered;
   int distributing;
   uint8_t *table; /* nranks addresses */
-  uint64_t tableDigest;
+  uint8_t tableDigest[MAC_BYTES];
   struct rootClient **byRank;
   struct pendingSet pending;
   struct pollList polls; /* [listener][registered ranks...][pending...] */
@@ -55,7 +55,7 @@ struct root {
   int lost;                     /* a rank that left before the table, or -1 */
   int toldLost;                 /* ranks told so (their connections then closed) */
   uint8_t lostAddr[ADDR_BYTES]; /* the LOST replies' body */
-  uint64_t lostDigest;
+  uint8_t lostDigest[MAC_BYTES];
   /* The lowest unregistered ranks, kept as ranks come and go (each rank is scanned about
    * once, so no reply pays a scan of all ranks): every unregistered rank below missingScan,
    * ascending, and at most MISSING_LISTED of them. */
@@ -68,13 +68,9 @@ static int clientIdle(const struct rootClient *c) {
 }
 
 static void clientQueue(struct root *r, struct rootClient *c, uint32_t type, uint32_t arg,
-                        const uint8_t *body, size_t bodyLen, uint64_t digest) {
-  weftPutBe32(c->head, REPLY_MAGIC);
-  weftPutBe32(c->head + 4, type);
-  weftPutBe32(c->head + 8, arg);
-  weftPutBe32(c->head + 12, (uint32_t)bodyLen);
-  weftPutBe64(c->head + 16, weftBootReplyMac(r->secret, c->clientNonce, c->serverNonce, c->seq++,
-                                             c->head, digest));
+                        const uint8_t *body, size_t bodyLen, const uint8_t *digest) {
+  weftBootReplyBuild(c->head, r->secret, c->clientNonce, c->serverNonce, c->seq++, type, arg,
+                     bodyLen, digest);
   c->body = body;
   c->bodyLen = bodyLen;
   c->sent = 0;
@@ -109,7 +105,7 @@ static void rootReportLost(struct root *r, int lost) {
        "complete, telling the others", r->name, lost, r->nranks);
   r->lost = lost;
   memcpy(r->lostAddr, r->table + (size_t)lost * ADDR_BYTES, ADDR_BYTES);
-  r->lostDigest = weftBootBodyDigest(r->secret, r->lostAddr, ADDR_BYTES);
+  weftBootBodyDigest(r->secret, r->lostAddr, ADDR_BYTES, r->lostDigest);
 }
 
 static void rootFlush(struct root *r, int rank) {
@@ -164,8 +160,9 @@ static void missingLeft(struct root *r, int rank) {
 static void rootQueueStatus(struct root *r, struct rootClient *c, uint32_t type) {
   for (int i = 0; i < r->nMissing; i++) weftPutBe32(c->missing + 4 * i, (uint32_t)r->missingRanks[i]);
   size_t bytes = 4 * (size_t)r->nMissing;
-  clientQueue(r, c, type, (uint32_t)r->registered, c->missing, bytes,
-              weftBootBodyDigest(r->secret, c->missing, bytes));
+  uint8_t digest[MAC_BYTES];
+  weftBootBodyDigest(r->secret, c->missing, bytes, digest);
+  clientQueue(r, c, type, (uint32_t)r->registered, c->missing, bytes, digest);
 }
 
 /* Queues, on every idle connection, the table when it is ready, else a progress report. */
@@ -331,7 +328,7 @@ static void rootStartDistribution(struct root *r) {
   r->distributing = 1;
   weftSocketClose(&r->listenFd);
   weftBootPendingClear(&r->pending, "every rank has registered");
-  r->tableDigest = weftBootBodyDigest(r->secret, r->table, (size_t)r->nranks * ADDR_BYTES);
+  weftBootBodyDigest(r->secret, r->table, (size_t)r->nranks * ADDR_BYTES, r->tableDigest);
   INFO(WEFT_BOOT, "bootstrap root at %s: all %d ranks registered after %lld ms; sending the table",
        r->name, r->nranks, (long long)(weftNowMs() - r->startMs));
 }

@@ -58,6 +58,7 @@ weftResult_t weftBootstrapSplit(struct weftBootstrap *parent, const int *members
   *out = NULL;
   int me;
   WEFTCHECK(checkMembers(parent, members, n, &me));
+  WEFTCHECK(weftBootstrapCryptoInit());
   int64_t startMs = weftNowMs();
   struct weftBootstrap *b = calloc(1, sizeof *b);
   union weftSockAddr *peers = calloc((size_t)n, sizeof *peers);

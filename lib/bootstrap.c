@@ -87,6 +87,7 @@ static weftResult_t resolveRendezvous(const weftUniqueId *id, struct rendezvous 
 
 weftResult_t weftBootstrapGetUniqueId(weftUniqueId *id) {
   if (id == NULL) return weftSetError(weftInvalidArgument, "bootstrap: unique id pointer is NULL");
+  WEFTCHECK(weftBootstrapCryptoInit());
   const char *commId = weftParamCommId();
   if (*commId != '\0') {
     /* NCCL's convention: with a fixed rendezvous, rank 0 starts the root in its init. */
@@ -131,6 +132,7 @@ weftResult_t weftBootstrapInit(const weftUniqueId *id, int rank, int nranks, int
     return weftSetError(weftInvalidArgument,
                         "bootstrap: rank %d of %d ranks is out of range (1..%d ranks)", rank,
                         nranks, MAX_RANKS);
+  WEFTCHECK(weftBootstrapCryptoInit());
   int64_t startMs = weftNowMs();
   struct rendezvous rv;
   WEFTCHECK(resolveRendezvous(id, &rv));
