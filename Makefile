@@ -88,9 +88,10 @@ $(BUILD)/lib/version.o: $(BUILD)/.git-rev
 $(BUILD)/lib/version.o: OBJ_CFLAGS = -DWEFT_GIT_REV='"$(GIT_REV)"'
 FORCE:
 
-# libweft.so.X.Y.Z with SONAME libweft.so.X, and the two links a distribution ships.
+# libweft.so.X.Y.Z with SONAME libweft.so.X, and the two links a distribution ships. CFLAGS
+# at the link too: a sanitizer build's objects need its runtime, which -z,defs insists on.
 $(BUILD)/$(SOFILE): $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,defs -o $@ $^ $(LIBS)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,-z,defs -o $@ $^ $(LIBS)
 $(BUILD)/$(SONAME): $(BUILD)/$(SOFILE)
 	ln -sf $(SOFILE) $@
 $(BUILD)/libweft.so: $(BUILD)/$(SONAME)
