@@ -106,7 +106,9 @@ Test(settings, every_declared_parameter_is_checked, .timeout = 120) {
       setenv(p->env, junk[j], 1);
       expectRefused(weftGetUniqueId(&id), p->env, junk[j], allowed);
     }
-    int64_t outside[3] = {p->min - 1, p->max + 1, p->min + 1};
+    /* Not past INT64's ends (signed overflow): those cases are not useful below anyway. */
+    int64_t outside[3] = {p->min > INT64_MIN ? p->min - 1 : 0, p->max < INT64_MAX ? p->max + 1 : 0,
+                          p->min < INT64_MAX ? p->min + 1 : 0};
     int useful[3] = {p->min > INT64_MIN, p->max < INT64_MAX, p->step > 1 && p->min + 1 <= p->max};
     for (int k = 0; k < 3; k++) {
       if (!useful[k]) continue;
