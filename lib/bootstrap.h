@@ -72,16 +72,27 @@ void weftBootstrapCloseRingQuietly(struct weftBootstrap *b);
 
 /* Helpers shared with the other socket users (and tested on their own). */
 int64_t weftNowMs(void);
-/* SipHash-2-4 of msg under a 128-bit key: the MAC that proves the secret. */
-uint64_t weftSipHash(const uint8_t key[16], const void *msg, size_t len);
+/* The MAC that proves the secret, for the bootstrap and the transports that authenticate
+ * their own connections with it: keyed BLAKE2b (libsodium's crypto_generichash) of msg under
+ * a 128-bit key, with a 128-bit tag. The key is a communicator's secret; the first bytes of
+ * msg must name what kind of message it is (see lib/boot_auth.c). */
+#define WEFT_BOOT_MAC_BYTES 16
+void weftBootstrapMac(const uint8_t key[16], const void *msg, size_t len,
+                      uint8_t tag[WEFT_BOOT_MAC_BYTES]);
+/* Whether two tags are equal, in constant time (sodium_memcmp). */
+int weftBootstrapMacEqual(const uint8_t *a, const uint8_t *b);
+/* Initialises libsodium once (sodium_init); weftSystemError if it fails. The bootstrap's
+ * entry points call it; weftBootstrapMac and the parsers below also initialise it on first
+ * use, so they work on their own (tests, fuzzing). */
+weftResult_t weftBootstrapCryptoInit(void);
 /* Whether interface name matches a WEFT_SOCKET_IFNAME spec (NCCL syntax: "eth,ib" prefixes,
  * "^lo" excludes, "=eth0" exact). An empty spec matches everything. */
 int weftIfnameMatches(const char *spec, const char *ifname);
 
 /* ---- Parsers of bytes from other processes (internal; exposed for tests/fuzz) ---- */
 #define WEFT_BOOT_ADDR_BYTES 24
-#define WEFT_BOOT_HELLO_BYTES 64
-#define WEFT_BOOT_REPLY_HEADER_BYTES 24
+#define WEFT_BOOT_HELLO_BYTES 72
+#define WEFT_BOOT_REPLY_HEADER_BYTES 32
 #define WEFT_BOOT_HELLO_REGISTER 1u
 #define WEFT_BOOT_HELLO_RING 2u
 struct weftBootstrapHello {
@@ -89,7 +100,7 @@ struct weftBootstrapHello {
   uint8_t clientNonce[16];
   uint8_t addr[WEFT_BOOT_ADDR_BYTES];
 };
-/* Checks the magic and the MAC (secret, the listener's 16-byte nonce) of a 64-byte hello and
+/* Checks the magic and the MAC (secret, the listener's 16-byte nonce) of a 72-byte hello and
  * decodes it: NULL, or why it is refused. */
 const char *weftBootstrapParseHello(const uint8_t *secret, const uint8_t *serverNonce,
                                     const uint8_t *hello, struct weftBootstrapHello *h);
@@ -102,18 +113,22 @@ int weftBootstrapParseAddr(const uint8_t *in, union weftSockAddr *addr);
 /* The root address and the secret of a unique id; weftInvalidArgument if it is not one. */
 weftResult_t weftBootstrapParseId(const weftUniqueId *id, union weftSockAddr *root,
                                   uint8_t *secret);
-/* A root reply's 24-byte header for a rank of an nranks communicator: 0, or -1 when the magic,
- * type, body length or rank count (arg) is wrong. */
 /* A STATUS or ABORT reply's body, the ranks not yet registered (u32 each, ascending, below
  * nranks, at most 16), as "1, 3, 7" in text (always NUL-terminated); 0 when well formed. */
 int weftBootstrapParseMissing(const uint8_t *body, size_t bodyLen, int nranks, char *text,
                               size_t textLen);
+/* A root reply's 32-byte header for a rank of an nranks communicator: 0, or -1 when the magic,
+ * type, body length or rank count (arg) is wrong. */
 int weftBootstrapParseReplyHeader(const uint8_t *head, int nranks, uint32_t *type, uint32_t *arg,
                                   size_t *bodyLen);
 /* 0 when the header's MAC covers the header, the body and reply number seq. */
 int weftBootstrapCheckReplyMac(const uint8_t *secret, const uint8_t *clientNonce,
                                const uint8_t *serverNonce, uint32_t seq, const uint8_t *head,
                                const uint8_t *body, size_t bodyLen);
+/* 0 when a ring listener's 16-byte acknowledgement proves the secret for these nonces (the
+ * dialer's clientNonce, the listener's serverNonce). */
+int weftBootstrapCheckAck(const uint8_t *secret, const uint8_t *clientNonce,
+                          const uint8_t *serverNonce, const uint8_t *ack);
 /* Decodes the rank table (nranks addresses) into peers: -1 when every entry is valid, else
  * the first rank without a valid address. */
 int weftBootstrapParseTable(const uint8_t *table, int nranks, union weftSockAddr *peers);

@@ -17,12 +17,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size -= 5;
   uint8_t *hello = fuzzTake(&data, &size, WEFT_BOOT_HELLO_BYTES);
   if (hello == NULL) return 0;
-  if (opts & 1) {
-    uint8_t msg[16 + WEFT_BOOT_HELLO_BYTES - 12];
-    memcpy(msg, fuzzNonceA, 16);
-    memcpy(msg + 16, hello + 12, WEFT_BOOT_HELLO_BYTES - 12);
+  if (opts & 1) { /* hello = "WFTH" | mac[16] | payload, mac = MAC('H' | nonce | payload) */
+    enum { PAYLOAD = 4 + WEFT_BOOT_MAC_BYTES };
+    uint8_t msg[1 + 16 + WEFT_BOOT_HELLO_BYTES - PAYLOAD];
+    msg[0] = 'H';
+    memcpy(msg + 1, fuzzNonceA, 16);
+    memcpy(msg + 17, hello + PAYLOAD, WEFT_BOOT_HELLO_BYTES - PAYLOAD);
     fuzzPutBe32(hello, 0x57465448u);
-    fuzzPutBe64(hello + 4, weftSipHash(fuzzSecret, msg, sizeof msg));
+    weftBootstrapMac(fuzzSecret, msg, sizeof msg, hello + 4);
   }
   struct weftBootstrapHello h;
   char why[160];

@@ -1,6 +1,6 @@
-/* The root's replies as a rank receives them: the 24-byte header, the body it announces (the
+/* The root's replies as a rank receives them: the 32-byte header, the body it announces (the
  * rank table), its MAC, and the decoded table. Input: options u8 (bit 0: sign with the right
- * MAC), nranks u16, header[24], then the body (a STATUS or ABORT body lists missing ranks). */
+ * MAC), nranks u16, header[32], then the body (a STATUS or ABORT body lists missing ranks). */
 #include <stdio.h>
 #include <string.h>
 

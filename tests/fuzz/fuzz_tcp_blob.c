@@ -32,13 +32,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       uint8_t msg[8 + TCP_NONCE_BYTES + TCP_HELLO_PAYLOAD_BYTES];
       memcpy(msg, tag, 8);
       memcpy(msg + 8, fuzzNonceA, TCP_NONCE_BYTES);
-      memcpy(msg + 8 + TCP_NONCE_BYTES, hello + 12, TCP_HELLO_PAYLOAD_BYTES);
+      memcpy(msg + 8 + TCP_NONCE_BYTES, hello + TCP_HELLO_PAYLOAD_OFFSET, TCP_HELLO_PAYLOAD_BYTES);
       fuzzPutBe32(hello, TCP_HELLO_MAGIC);
-      fuzzPutBe64(hello + 4, weftSipHash(fuzzSecret, msg, sizeof msg));
+      weftBootstrapMac(fuzzSecret, msg, sizeof msg, hello + TCP_HELLO_MAC_OFFSET);
     }
     struct tcpHello h;
+    uint8_t ack[TCP_ACK_BYTES];
     if (weftTcpOpenHello(hello, fuzzSecret, fuzzNonceA, &h) == NULL)
-      (void)weftTcpAckMac(fuzzSecret, h.clientNonce, fuzzNonceA, h.connId, h.stream);
+      weftTcpAckMac(ack, fuzzSecret, h.clientNonce, fuzzNonceA, h.connId, h.stream);
     free(hello);
   }
   /* A close record as the receiving side takes it: head, length check, then the note. */

@@ -17,25 +17,26 @@ def addr6(ip16, port, scope=0):
 LOOP = [127, 0, 0, 1]
 V6 = [0] * 15 + [1]
 NONCE = bytes(range(16))
+MAC = 16  # the MAC's tag (the targets sign with the right one when opts bit 0 is set)
 
 def boot_hello(opts, nranks, kind, rank, hn, addr):
     payload = be32(kind) + be32(rank) + be32(hn) + NONCE + addr
-    return bytes([opts]) + be32(nranks) + be32(0x57465448) + bytes(8) + payload
+    return bytes([opts]) + be32(nranks) + be32(0x57465448) + bytes(MAC) + payload
 
 def boot_reply(opts, nranks, type_, arg, body):
     return (bytes([opts]) + struct.pack(">H", nranks) + be32(0x57465452) + be32(type_) + be32(arg)
-            + be32(len(body)) + bytes(8) + body)
+            + be32(len(body)) + bytes(MAC) + body)
 
 def unique_id(addr):
-    return (be32(0x57465449) + bytes([0, 1, 0, 0]) + addr + bytes(range(16))).ljust(128, b"\0")
+    return (be32(0x57465449) + bytes([0, 2, 0, 0]) + addr + bytes(range(16))).ljust(128, b"\0")
 
 def shape():
     return be64(524288) + be32(8) + be32(4) + be32(65536)
 
 def tcp(opts, dir_, rank, addr, stream):
-    blob = (be32(0x57544342) + bytes([0, 1, 0, dir_]) + be32(rank) + shape() + be64(0x1234)
+    blob = (be32(0x57544342) + bytes([0, 2, 0, dir_]) + be32(rank) + shape() + be64(0x1234)
             + addr).ljust(256, b"\0")
-    hello = be32(0x57544348) + bytes(8) + be64(0x1234) + be32(1) + be32(0) + be32(stream) \
+    hello = be32(0x57544348) + bytes(MAC) + be64(0x1234) + be32(1) + be32(0) + be32(stream) \
         + shape() + NONCE
     return bytes([opts]) + blob + hello
 

@@ -104,6 +104,47 @@ Test(tcp_wire, blob_and_hello_round_trip) {
   cr_assert_not_null(weftTcpOpenHello(hello, secret, nonce2, &got), "a replay is refused");
   hello[20] ^= 1;
   cr_assert_not_null(weftTcpOpenHello(hello, secret, nonce, &got), "a changed byte is refused");
+  hello[20] ^= 1;
+  hello[TCP_HELLO_MAC_OFFSET + 15] ^= 1;
+  cr_assert_not_null(weftTcpOpenHello(hello, secret, nonce, &got), "a changed MAC is refused");
+}
+
+/* The hello's and the ack's MACs are libsodium's keyed BLAKE2b over the documented inputs
+ * (docs/transports/tcp.md). The tags were computed independently with Python's hashlib:
+ *   hashlib.blake2b(b"wefttcpH" + serverNonce + payload, key=secret, digest_size=16)
+ *   hashlib.blake2b(b"wefttcpA" + clientNonce + serverNonce + be64(connId) + be32(stream),
+ *                   key=secret, digest_size=16)
+ * with secret 10..1f, serverNonce 30..3f, clientNonce 40..4f, connId 42, rank 1 to rank 2,
+ * stream 1, shape 512 KiB x 8 slots, 3 streams, 64 KiB stripes. */
+Test(tcp_wire, hello_and_ack_known_answers) {
+  static const uint8_t helloTag[16] = {0xa1, 0xb2, 0xc3, 0x1c, 0x84, 0x22, 0xd4, 0xd2,
+                                       0x19, 0xd4, 0xb5, 0xe6, 0xb0, 0x43, 0xc2, 0x17};
+  static const uint8_t ackTag[16] = {0xed, 0xcb, 0xe7, 0xc6, 0x61, 0x52, 0x93, 0xcb,
+                                     0x90, 0x14, 0x34, 0xbb, 0x6d, 0x08, 0x4d, 0x9a};
+  uint8_t secret[16], sn[16], cn[16];
+  for (int i = 0; i < 16; i++) {
+    secret[i] = (uint8_t)(0x10 + i);
+    sn[i] = (uint8_t)(0x30 + i);
+    cn[i] = (uint8_t)(0x40 + i);
+  }
+  struct tcpHello h = {
+      .connId = 42,
+      .fromRank = 1,
+      .toRank = 2,
+      .stream = 1,
+      .shape = {.slotBytes = 1 << 19, .nslots = 8, .nsocks = 3, .minStripe = 1 << 16}};
+  memcpy(h.clientNonce, cn, 16);
+  uint8_t hello[TCP_HELLO_BYTES], ack[TCP_ACK_BYTES];
+  cr_assert_eq(TCP_HELLO_BYTES, 4 + 16 + 56);
+  weftTcpBuildHello(hello, secret, sn, &h);
+  cr_expect_eq(weftGetBe32(hello), TCP_HELLO_MAGIC);
+  cr_expect_arr_eq(hello + TCP_HELLO_MAC_OFFSET, helloTag, 16);
+  weftTcpAckMac(ack, secret, cn, sn, 42, 1);
+  cr_expect_arr_eq(ack, ackTag, 16);
+  weftTcpAckMac(ack, secret, cn, sn, 42, 2);
+  cr_expect_arr_neq(ack, ackTag, 16, "another stream, same ack");
+  weftTcpAckMac(ack, secret, cn, sn, 43, 1);
+  cr_expect_arr_neq(ack, ackTag, 16, "another connection, same ack");
 }
 
 /* ---- Parameters ---- */

@@ -24,12 +24,16 @@
 #define TCP_BLOB_MAGIC 0x57544342u     /* "WTCB": a connection blob */
 #define TCP_GREETING_MAGIC 0x57544353u /* "WTCS": listener -> dialer, then the server nonce */
 #define TCP_HELLO_MAGIC 0x57544348u    /* "WTCH": dialer -> listener */
-#define TCP_BLOB_VERSION 1
+/* 2: 128-bit BLAKE2b MACs in the hello and the ack (1 had 64-bit SipHash). */
+#define TCP_BLOB_VERSION 2
 #define TCP_BLOB_BYTES 64
 #define TCP_GREETING_BYTES (4 + TCP_NONCE_BYTES)
+#define TCP_MAC_BYTES 16 /* WEFT_BOOT_MAC_BYTES: the bootstrap's MAC (weftBootstrapMac) */
+#define TCP_HELLO_MAC_OFFSET 4
+#define TCP_HELLO_PAYLOAD_OFFSET (TCP_HELLO_MAC_OFFSET + TCP_MAC_BYTES)
 #define TCP_HELLO_PAYLOAD_BYTES 56
-#define TCP_HELLO_BYTES (12 + TCP_HELLO_PAYLOAD_BYTES)
-#define TCP_ACK_BYTES 8
+#define TCP_HELLO_BYTES (TCP_HELLO_PAYLOAD_OFFSET + TCP_HELLO_PAYLOAD_BYTES)
+#define TCP_ACK_BYTES TCP_MAC_BYTES
 #define TCP_SLOT_HEADER_BYTES 8 /* bytes u32 | slot sequence number u32, on stream 0 */
 
 /* A close record: why a rank closes a connection after a failure (or an abort), so that its
@@ -199,8 +203,10 @@ void weftTcpBuildHello(uint8_t out[TCP_HELLO_BYTES], const uint8_t *secret,
 /* NULL and *h filled, or why the hello is refused. */
 const char *weftTcpOpenHello(const uint8_t hello[TCP_HELLO_BYTES], const uint8_t *secret,
                              const uint8_t *serverNonce, struct tcpHello *h);
-uint64_t weftTcpAckMac(const uint8_t *secret, const uint8_t *clientNonce,
-                       const uint8_t *serverNonce, uint64_t connId, uint32_t stream);
+/* The listener's acknowledgement of stream `stream` of connection connId (the dialer compares
+ * it with weftBootstrapMacEqual). */
+void weftTcpAckMac(uint8_t ack[TCP_ACK_BYTES], const uint8_t *secret, const uint8_t *clientNonce,
+                   const uint8_t *serverNonce, uint64_t connId, uint32_t stream);
 /* Where part `stream` of a slot of `bytes` starts and how long it is (0: the stream skips it). */
 void weftTcpPart(const struct tcpShape *shape, size_t bytes, uint32_t stream, size_t *off,
                  size_t *len);

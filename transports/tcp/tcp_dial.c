@@ -4,6 +4,7 @@
  * read the acknowledgement (a MAC over both nonces proves the listener's). */
 #include <string.h>
 
+#include "bootstrap.h"
 #include "check.h"
 #include "tcp.h"
 
@@ -79,8 +80,9 @@ static weftResult_t tcpDialAck(struct tcpConn *tc, uint32_t i) {
   int rc = weftSocketRecvSome(st->fd, st->dialBuf, TCP_ACK_BYTES, &st->dialDone);
   if (rc != 0) return tcpDialError(tc, i, rc, "awaiting its acknowledgement");
   if (st->dialDone < TCP_ACK_BYTES) return weftSuccess;
-  uint64_t want = weftTcpAckMac(tc->s->secret, st->clientNonce, st->serverNonce, tc->connId, i);
-  if (weftGetBe64(st->dialBuf) != want)
+  uint8_t want[TCP_ACK_BYTES];
+  weftTcpAckMac(want, tc->s->secret, st->clientNonce, st->serverNonce, tc->connId, i);
+  if (!weftBootstrapMacEqual(st->dialBuf, want))
     return weftSetError(weftRemoteError,
                         "tcp: rank %d (host %s, %s) sent a wrong acknowledgement MAC: it does "
                         "not hold this communicator's secret",

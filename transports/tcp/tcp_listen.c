@@ -219,9 +219,9 @@ void weftTcpPendingEvent(struct tcpState *s, size_t i) {
     return;
   }
   uint8_t ack[TCP_ACK_BYTES];
-  weftPutBe64(ack, weftTcpAckMac(s->secret, h.clientNonce, p->nonce, h.connId, h.stream));
+  weftTcpAckMac(ack, s->secret, h.clientNonce, p->nonce, h.connId, h.stream);
   size_t sent = 0;
-  /* 8 bytes after 20 always fit a fresh socket's buffer: this never waits. */
+  /* 16 bytes after the 20-byte greeting always fit a fresh socket's buffer: this never waits. */
   rc = weftSocketSendSome(p->fd, ack, sizeof ack, &sent);
   if (rc != 0 || sent != sizeof ack) {
     tcpPendingDrop(s, i, WEFT_LOG_INFO, "left before its acknowledgement");

@@ -72,28 +72,33 @@ static void tcpPutHelloPayload(uint8_t *p, const struct tcpHello *h) {
   memcpy(p + 40, h->clientNonce, TCP_NONCE_BYTES);
 }
 
-static uint64_t tcpHelloMac(const uint8_t *secret, const uint8_t *serverNonce,
-                            const uint8_t *payload) {
+_Static_assert(TCP_MAC_BYTES == WEFT_BOOT_MAC_BYTES && TCP_SECRET_BYTES == 16,
+               "the bootstrap's MAC and secret");
+
+static void tcpHelloMac(const uint8_t *secret, const uint8_t *serverNonce, const uint8_t *payload,
+                        uint8_t tag[TCP_MAC_BYTES]) {
   uint8_t msg[sizeof tcpHelloTag + TCP_NONCE_BYTES + TCP_HELLO_PAYLOAD_BYTES];
   memcpy(msg, tcpHelloTag, sizeof tcpHelloTag);
   memcpy(msg + sizeof tcpHelloTag, serverNonce, TCP_NONCE_BYTES);
   memcpy(msg + sizeof tcpHelloTag + TCP_NONCE_BYTES, payload, TCP_HELLO_PAYLOAD_BYTES);
-  return weftSipHash(secret, msg, sizeof msg);
+  weftBootstrapMac(secret, msg, sizeof msg, tag);
 }
 
-/* hello = magic u32 | mac u64 | payload */
+/* hello = magic u32 | mac[16] | payload */
 void weftTcpBuildHello(uint8_t out[TCP_HELLO_BYTES], const uint8_t *secret,
                        const uint8_t *serverNonce, const struct tcpHello *h) {
   weftPutBe32(out, TCP_HELLO_MAGIC);
-  tcpPutHelloPayload(out + 12, h);
-  weftPutBe64(out + 4, tcpHelloMac(secret, serverNonce, out + 12));
+  tcpPutHelloPayload(out + TCP_HELLO_PAYLOAD_OFFSET, h);
+  tcpHelloMac(secret, serverNonce, out + TCP_HELLO_PAYLOAD_OFFSET, out + TCP_HELLO_MAC_OFFSET);
 }
 
 const char *weftTcpOpenHello(const uint8_t hello[TCP_HELLO_BYTES], const uint8_t *secret,
                              const uint8_t *serverNonce, struct tcpHello *h) {
   if (weftGetBe32(hello) != TCP_HELLO_MAGIC) return "not a weft tcp hello (wrong magic)";
-  const uint8_t *p = hello + 12;
-  if (weftGetBe64(hello + 4) != tcpHelloMac(secret, serverNonce, p))
+  const uint8_t *p = hello + TCP_HELLO_PAYLOAD_OFFSET;
+  uint8_t want[TCP_MAC_BYTES];
+  tcpHelloMac(secret, serverNonce, p, want);
+  if (!weftBootstrapMacEqual(hello + TCP_HELLO_MAC_OFFSET, want))
     return "wrong MAC: it does not hold this communicator's secret";
   h->connId = weftGetBe64(p);
   h->fromRank = weftGetBe32(p + 8);
@@ -104,8 +109,8 @@ const char *weftTcpOpenHello(const uint8_t hello[TCP_HELLO_BYTES], const uint8_t
   return NULL;
 }
 
-uint64_t weftTcpAckMac(const uint8_t *secret, const uint8_t *clientNonce,
-                       const uint8_t *serverNonce, uint64_t connId, uint32_t stream) {
+void weftTcpAckMac(uint8_t ack[TCP_ACK_BYTES], const uint8_t *secret, const uint8_t *clientNonce,
+                   const uint8_t *serverNonce, uint64_t connId, uint32_t stream) {
   uint8_t msg[sizeof tcpAckTag + 2 * TCP_NONCE_BYTES + 12];
   uint8_t *p = msg;
   memcpy(p, tcpAckTag, sizeof tcpAckTag);
@@ -116,7 +121,7 @@ uint64_t weftTcpAckMac(const uint8_t *secret, const uint8_t *clientNonce,
   p += TCP_NONCE_BYTES;
   weftPutBe64(p, connId);
   weftPutBe32(p + 8, stream);
-  return weftSipHash(secret, msg, sizeof msg);
+  weftBootstrapMac(secret, msg, sizeof msg, ack);
 }
 
 /* A slot is cut into at most nsocks parts of at least minStripe bytes, so a small message
