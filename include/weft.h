@@ -213,6 +213,43 @@ WEFT_API weftResult_t weftReduceScatter(const void *sendbuff, void *recvbuff, si
                                         weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                                         weftStream_t stream);
 
+/* recvbuff block j (count elements) = rank j's sendbuff block `rank`, for every rank j: each
+ * buffer holds nranks * count elements. Not in place: the buffers must not overlap. */
+WEFT_API weftResult_t weftAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                   weftDataType_t datatype, weftComm_t comm, weftStream_t stream);
+/* On the root, recvbuff block j (count elements) = rank j's sendbuff; recvbuff (nranks * count
+ * elements) is needed on the root only. In place when sendbuff == recvbuff + root * count. */
+WEFT_API weftResult_t weftGather(const void *sendbuff, void *recvbuff, size_t count,
+                                 weftDataType_t datatype, int root, weftComm_t comm,
+                                 weftStream_t stream);
+/* recvbuff (count elements) = block `rank` of the root's sendbuff (nranks * count elements,
+ * needed on the root only). In place when recvbuff == sendbuff + root * count. */
+WEFT_API weftResult_t weftScatter(const void *sendbuff, void *recvbuff, size_t count,
+                                  weftDataType_t datatype, int root, weftComm_t comm,
+                                  weftStream_t stream);
+
+/* Point to point: count elements to rank peer, matched in order with peer's weftRecv of this
+ * rank (same count and datatype, else weftInvalidUsage on the receiver). The link between two
+ * ranks is made on their first use of it. Outside a group the call returns once sendbuff may
+ * be reused (a large send waits for the receiver); calls that depend on each other (two ranks
+ * sending to each other) belong in one weftGroupStart/End, which runs any pattern without
+ * deadlock. peer may be this rank (then its matching weftRecv must be in the same group). */
+WEFT_API weftResult_t weftSend(const void *sendbuff, size_t count, weftDataType_t datatype,
+                               int peer, weftComm_t comm, weftStream_t stream);
+WEFT_API weftResult_t weftRecv(void *recvbuff, size_t count, weftDataType_t datatype, int peer,
+                               weftComm_t comm, weftStream_t stream);
+
+/* Group calls, as NCCL's: calls between weftGroupStart and the matching weftGroupEnd (they
+ * nest; the outermost End runs the group) are checked at once and queued, then run together
+ * at weftGroupEnd, which returns when they are all done: one thread may so drive several
+ * communicators (ranks of one process) and any set of Send/Recv. A call refused when queued
+ * makes weftGroupEnd return that error and run nothing. Within a group, a communicator's
+ * collectives run in the order they were called, before its Send/Recv. On a non-blocking
+ * communicator weftGroupEnd returns weftInProgress and the group runs in the background
+ * (weftCommGetAsyncError). */
+WEFT_API weftResult_t weftGroupStart(void);
+WEFT_API weftResult_t weftGroupEnd(void);
+
 /* weft extension (not in NCCL): *name = the algorithm ("ring", "tree", "hier", "direct", ...)
  * that collective coll on this communicator would run for count elements of datatype (count
  * as the collective's own count argument): the tuner's choice (every rank gets the same
@@ -256,6 +293,13 @@ WEFT_API __typeof__(weftBcast) pweftBcast;
 WEFT_API __typeof__(weftReduce) pweftReduce;
 WEFT_API __typeof__(weftAllGather) pweftAllGather;
 WEFT_API __typeof__(weftReduceScatter) pweftReduceScatter;
+WEFT_API __typeof__(weftAlltoAll) pweftAlltoAll;
+WEFT_API __typeof__(weftGather) pweftGather;
+WEFT_API __typeof__(weftScatter) pweftScatter;
+WEFT_API __typeof__(weftSend) pweftSend;
+WEFT_API __typeof__(weftRecv) pweftRecv;
+WEFT_API __typeof__(weftGroupStart) pweftGroupStart;
+WEFT_API __typeof__(weftGroupEnd) pweftGroupEnd;
 WEFT_API __typeof__(weftCommGetAlgorithm) pweftCommGetAlgorithm;
 WEFT_API __typeof__(weftCommGetCollAlgorithm) pweftCommGetCollAlgorithm;
 WEFT_API __typeof__(weftGetErrorString) pweftGetErrorString;

@@ -62,6 +62,18 @@ enum { WEFT_NOTE_NEXT = 0, WEFT_NOTE_PREV = 1 };
 int weftBootstrapNoteSend(struct weftBootstrap *b, int dir, const uint8_t note[WEFT_BOOT_NOTE_BYTES]);
 int weftBootstrapNoteRecv(struct weftBootstrap *b, int dir, uint8_t note[WEFT_BOOT_NOTE_BYTES]);
 int weftBootstrapNoteWait(struct weftBootstrap *b, int64_t deadlineMs);
+/* Pairwise exchange (lib/boot_p2p.c): sends out[i].data to rank out[i].peer with out[i].tag,
+ * and fills in[j].data with the message rank in[j].peer sent to this rank with tag in[j].tag.
+ * Any pattern completes without deadlock: while it waits it serves every rank that connects,
+ * keeping messages not asked for for a later call. */
+#define WEFT_BOOT_MSG_BYTES 320
+struct weftBootMsg {
+  int peer;
+  uint32_t tag;
+  uint8_t data[WEFT_BOOT_MSG_BYTES];
+};
+weftResult_t weftBootstrapExchange(struct weftBootstrap *b, const struct weftBootMsg *out, int nout,
+                                   struct weftBootMsg *in, int nin, int64_t deadlineMs);
 /* Closes every socket; never blocks. */
 weftResult_t weftBootstrapClose(struct weftBootstrap *b);
 /* Closes the ring of a communicator destroyed after it worked, without leaving its

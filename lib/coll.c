@@ -8,6 +8,7 @@
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "group.h"
 #include "param.h"
 #include "reduce.h"
 
@@ -22,7 +23,7 @@ static int64_t nowUs(void) {
 }
 
 /* Refuses a communicator that cannot run a collective now, with the reason. */
-static weftResult_t checkUsable(struct weftComm *comm, const char *api) {
+weftResult_t weftCheckUsable(struct weftComm *comm, const char *api) {
   weftResult_t state = (weftResult_t)atomic_load_explicit(&comm->asyncError, memory_order_acquire);
   if (state == weftInProgress)
     return weftSetError(weftInvalidUsage,
@@ -69,7 +70,7 @@ void weftFlightDump(struct weftComm *comm, const char *why) {
 
 /* Runs one validated collective to its end, in the caller's thread or a non-blocking
  * communicator's operation thread. */
-static weftResult_t collRun(struct weftComm *comm, struct weftCollArgs args) {
+weftResult_t weftCollRun(struct weftComm *comm, struct weftCollArgs args) {
   /* A plain store, not a locked add: one thread calls collectives on a communicator, and
    * weftCommAbort only has to see calls that are already waiting (see weftCommAbort). */
   atomic_store_explicit(&comm->busy, 1, memory_order_release);
@@ -106,43 +107,17 @@ static weftResult_t collRun(struct weftComm *comm, struct weftCollArgs args) {
   return rc;
 }
 
-static void *opThreadMain(void *arg) {
-  struct weftComm *comm = arg;
-  weftLogSetRank(comm->rank);
-  weftClearThreadError();
-  (void)collRun(comm, comm->opArgs); /* a failure is the sticky asyncError */
-  atomic_store_explicit(&comm->opInFlight, 0, memory_order_release);
-  return NULL;
-}
-
-void weftJoinOpThread(struct weftComm *comm) {
-  if (atomic_exchange(&comm->opThreadStarted, 0)) pthread_join(comm->opThread, NULL);
-}
-
-/* Non-blocking: the collective runs in a thread; weftCommGetAsyncError tells when it is done. */
-static weftResult_t collStart(struct weftComm *comm, const struct weftCollArgs *args,
-                              const char *api) {
-  weftJoinOpThread(comm); /* the previous one, done (checkUsable saw it out of flight) */
-  comm->opArgs = *args;
-  atomic_store(&comm->opInFlight, 1);
-  int err = pthread_create(&comm->opThread, NULL, opThreadMain, comm);
-  if (err != 0) {
-    atomic_store(&comm->opInFlight, 0);
-    return weftReportTo(comm, weftSetSysError(err, "%s: pthread_create", api));
-  }
-  atomic_store(&comm->opThreadStarted, 1);
-  return weftInProgress;
-}
-
 /* Every collective's entry: validate, then run (or start, on a non-blocking communicator). */
 static weftResult_t collCall(weftComm_t comm, const char *api, struct weftCollArgs args) {
-  WEFTCHECK(weftCheckComm(comm, api));
+  WEFTCHECK(weftGroupRefused(weftCheckComm(comm, api)));
   args.seq = comm->opSeq;
   weftResult_t rc = weftCheckCall(comm, &args);
-  if (rc == weftSuccess) rc = checkUsable(comm, api);
-  if (rc != weftSuccess) return weftReportTo(comm, rc);
+  if (rc == weftSuccess) rc = weftCheckUsable(comm, api);
+  if (rc != weftSuccess) return weftReportTo(comm, weftGroupRefused(rc));
   if (args.count == 0) return weftSuccess;
-  return comm->nonblocking ? collStart(comm, &args, api) : collRun(comm, args);
+  struct weftTask task = {.comm = comm, .isColl = 1, .coll = args};
+  if (weftGroupActive()) return weftReportTo(comm, weftGroupEnqueue(&task));
+  return comm->nonblocking ? weftStartTasks(comm, &task, 1, api) : weftCollRun(comm, args);
 }
 
 WEFT_PUBLIC weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -197,3 +172,30 @@ WEFT_PUBLIC weftResult_t weftReduceScatter(const void *sendbuff, void *recvbuff,
                   sendbuff, recvbuff, recvcount, 0, datatype, op, -1, 0});
 }
 WEFT_PROFILING_ALIAS(weftReduceScatter);
+
+WEFT_PUBLIC weftResult_t weftAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                      weftDataType_t datatype, weftComm_t comm,
+                                      weftStream_t stream) {
+  (void)stream;
+  return collCall(comm, "weftAlltoAll", (struct weftCollArgs){weftCollAlltoAll, sendbuff,
+                  recvbuff, count, 0, datatype, weftSum, -1, 0});
+}
+WEFT_PROFILING_ALIAS(weftAlltoAll);
+
+WEFT_PUBLIC weftResult_t weftGather(const void *sendbuff, void *recvbuff, size_t count,
+                                    weftDataType_t datatype, int root, weftComm_t comm,
+                                    weftStream_t stream) {
+  (void)stream;
+  return collCall(comm, "weftGather", (struct weftCollArgs){weftCollGather, sendbuff, recvbuff,
+                  count, 0, datatype, weftSum, root, 0});
+}
+WEFT_PROFILING_ALIAS(weftGather);
+
+WEFT_PUBLIC weftResult_t weftScatter(const void *sendbuff, void *recvbuff, size_t count,
+                                     weftDataType_t datatype, int root, weftComm_t comm,
+                                     weftStream_t stream) {
+  (void)stream;
+  return collCall(comm, "weftScatter", (struct weftCollArgs){weftCollScatter, sendbuff, recvbuff,
+                  count, 0, datatype, weftSum, root, 0});
+}
+WEFT_PROFILING_ALIAS(weftScatter);

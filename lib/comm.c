@@ -12,6 +12,7 @@
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "p2p.h"
 #include "param.h"
 #include "settings.h"
 #include "shmseg.h"
@@ -100,6 +101,7 @@ static void commFree(struct weftComm *comm) {
   for (int a = 0; weftAlgos[a] != NULL; a++)
     if (comm->algoState[a] != NULL) weftAlgos[a]->finalize(comm->algoState[a]);
   weftRingClose(&comm->ring);
+  weftP2pClose(comm);
   weftTransportsFinalize(comm);
   if (comm->boot != NULL) weftBootstrapClose(comm->boot);
   free(comm->localRanks);
@@ -430,6 +432,7 @@ void weftCommCloseLinks(struct weftComm *comm, weftResult_t rc) {
       comm->algoState[a] = NULL;
     }
   weftRingClose(&comm->ring);
+  weftP2pClose(comm);
   weftConnCloseReason = 0;
   for (int a = 0; weftAlgos[a] != NULL; a++) comm->algoState[a] = NULL;
 }

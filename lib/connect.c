@@ -89,7 +89,7 @@ static _Atomic(weftTransportInterposer) interposer;
 
 void weftTransportInterpose(weftTransportInterposer fn) { atomic_store(&interposer, fn); }
 
-static weftResult_t selectTransport(struct weftComm *comm, int peer, struct weftConn *c) {
+weftResult_t weftSelectTransport(struct weftComm *comm, int peer, struct weftConn *c) {
   for (int t = 0; weftTransports[t] != NULL; t++) {
     if (comm->transportState[t] == NULL) continue;
     int ok = 0;
@@ -145,7 +145,7 @@ static weftResult_t setupLinks(struct weftComm *comm, struct weftLinkReq *reqs, 
     struct weftConn *c = reqs[i].conn;
     memset(c, 0, sizeof *c);
     c->dir = reqs[i].dir;
-    WEFTCHECK(selectTransport(comm, reqs[i].peer, c));
+    WEFTCHECK(weftSelectTransport(comm, reqs[i].peer, c));
     mine[i] = (struct linkRecord){.used = 1, .peer = reqs[i].peer, .dir = reqs[i].dir, .tag = reqs[i].tag};
     WEFTCHECK(c->ops->setup(c->state, reqs[i].peer, reqs[i].dir, c, mine[i].blob));
   }

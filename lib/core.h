@@ -14,6 +14,7 @@
 #define WEFT_COMM_MAGIC 0x7765667443306d6dULL /* "weftC0mm" */
 
 struct weftBootstrap;
+struct weftTask;
 
 /* A ring of connections: send to the next rank, receive from the previous one. */
 struct weftRing {
@@ -78,6 +79,7 @@ struct weftComm {
   void *transportState[WEFT_MAX_TRANSPORTS];
   char transportWhy[WEFT_MAX_TRANSPORTS][192]; /* why a transport whose state is NULL is not used */
   struct weftRing ring;
+  struct weftP2pLinks *p2p; /* links made by Send/Recv on first use (lib/p2p.c), or NULL */
 
   void *algoState[WEFT_MAX_ALGOS];
   char algoWhy[WEFT_MAX_ALGOS][192]; /* why an algorithm whose state is NULL cannot run */
@@ -102,7 +104,8 @@ struct weftComm {
   _Atomic int opInFlight;
   _Atomic int opThreadStarted; /* exchanged to 0 by whoever joins it */
   pthread_t opThread;
-  struct weftCollArgs opArgs;
+  struct weftTask *opTasks; /* what the operation thread runs (lib/group.c) */
+  int nOpTasks;
 
   struct weftFlightEntry flight[WEFT_FLIGHT_OPS];
   uint64_t flightNext; /* entries ever written */
@@ -123,7 +126,7 @@ struct weftComm {
   int initDone; /* the bootstrap ring is free for notes only once init no longer uses it */
 };
 
-/* Waits for a non-blocking collective's thread to end and reaps it (lib/coll.c). */
+/* Waits for a non-blocking call's thread to end and reaps it (lib/group.c). */
 void weftJoinOpThread(struct weftComm *comm);
 
 /* Whether weftCommAbort was called on comm. */
@@ -205,6 +208,9 @@ weftResult_t weftTransportsInit(struct weftComm *comm);
 /* The check of WEFT_TRANSPORTS (weftParamCheckFn, param.h): a comma list of transports' names. */
 int weftTransportsCheckList(const char *value, char *allowed, size_t len);
 void weftTransportsFinalize(struct weftComm *comm);
+/* The first allowed transport that can link this rank to peer, in c (c->dir set): c->ops,
+ * c->state, c->peer and c->caps; an error naming every transport's reason when none can. */
+weftResult_t weftSelectTransport(struct weftComm *comm, int peer, struct weftConn *c);
 /* Collective: every rank calls it at the same point with its own links (possibly none). */
 weftResult_t weftConnectLinks(struct weftComm *comm, struct weftLinkReq *reqs, int nreqs);
 void weftConnClose(struct weftConn *c);

@@ -25,6 +25,7 @@ static _Thread_local char threadLastError[1024];
 static const struct { const char *name; unsigned bit; } subsysNames[] = {
   {"INIT", WEFT_INIT}, {"COLL", WEFT_COLL}, {"BOOT", WEFT_BOOT}, {"TOPO", WEFT_TOPO},
   {"TUNE", WEFT_TUNE}, {"SHM", WEFT_SHM},   {"TCP", WEFT_TCP},   {"ENV", WEFT_ENV},
+  {"P2P", WEFT_P2P},
   {"ALL", WEFT_ALL},
 };
 #define NSUBSYS (sizeof subsysNames / sizeof subsysNames[0])

@@ -16,6 +16,7 @@ enum weftLogLevel {
 enum weftSubsys {
   WEFT_INIT = 1u << 0, WEFT_COLL = 1u << 1, WEFT_BOOT = 1u << 2, WEFT_TOPO = 1u << 3,
   WEFT_TUNE = 1u << 4, WEFT_SHM = 1u << 5, WEFT_TCP = 1u << 6, WEFT_ENV = 1u << 7,
+  WEFT_P2P = 1u << 8,
   WEFT_ALL = ~0u
 };
 

@@ -7,6 +7,7 @@ extern const struct weftAlgoOps weftAlgoRing;
 extern const struct weftAlgoOps weftAlgoDirect;
 extern const struct weftAlgoOps weftAlgoTree;
 extern const struct weftAlgoOps weftAlgoHier;
+extern const struct weftAlgoOps weftAlgoPairwise;
 
 /* In order of preference: the first that can connect two ranks wins. */
 const struct weftTransportOps *const weftTransports[] = {
@@ -20,6 +21,7 @@ const struct weftAlgoOps *const weftAlgos[] = {
   &weftAlgoDirect,
   &weftAlgoTree,
   &weftAlgoHier,
+  &weftAlgoPairwise,
   NULL,
 };
 

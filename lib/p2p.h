@@ -1,0 +1,48 @@
+/* Point-to-point transfers: links between any two ranks, made on their first use (as NCCL's p2p
+ * connections), and an engine that moves any set of sends and receives at once, so a group
+ * of them completes whatever its pattern (lib/group.c queues them; algorithms/pairwise.c
+ * builds AlltoAll, Gather and Scatter on it). */
+#ifndef WEFT_P2P_H_
+#define WEFT_P2P_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include "core.h"
+
+/* One direction of the link to one peer. */
+struct weftP2pLink {
+  struct weftConn conn;
+  int up;           /* connected */
+  uint64_t opsDone; /* transfers started on it: the sequence number in each slot's trailer */
+};
+
+struct weftP2pLinks {
+  struct weftP2pLink *send, *recv; /* indexed by peer rank */
+};
+
+/* One transfer: a send of count elements to peer, or a receive from it. sig, when not NULL,
+ * is the collective's signature (comm->opSig) that the slots carry and the receiver checks;
+ * NULL for a user's Send/Recv, whose slots carry the link's transfer number, count and type. */
+struct weftP2pOp {
+  int isSend;
+  int peer;
+  const void *sendbuff;
+  void *recvbuff;
+  size_t count;
+  weftDataType_t type;
+  const uint64_t *sig;
+  /* progress (the engine's) */
+  size_t bytes, moved;
+  uint64_t trailer[3];
+  int started, finished;
+};
+
+/* Runs ops[0..n) to their end: connects the links they need that are not up yet, then moves
+ * every transfer as its link allows, round-robin, so no transfer waits behind another. A
+ * send and a receive of this rank to itself are paired in order and copied. */
+weftResult_t weftP2pRun(struct weftComm *comm, struct weftP2pOp *ops, int n);
+
+/* Closes and frees every p2p link of comm (destroy, or a failure that closes links). */
+void weftP2pClose(struct weftComm *comm);
+
+#endif
