@@ -21,6 +21,18 @@
  *                  seq counts the replies on the connection, so none can be replayed or dropped.
  *   ring listener -> rank-1:  ack = MAC(secret, 'A' || clientNonce || serverNonce)   (16 bytes)
  *
+ * A point-to-point message (weftBootstrapExchange, boot_p2p.c) has a connection of its own:
+ * after the nonce, the dialer sends a hello of kind 3 (its rank) and, at once, the message;
+ * the listener checks both, stores the message and answers:
+ *
+ *   message = magic u32 | tag u32 | data[320] | mac[16]                           (344 bytes)
+ *   mac     = MAC(secret, 'P' || clientNonce || serverNonce || tag u32 || data)
+ *   answer  = MAC(secret, 'K' || clientNonce || serverNonce || tag u32)    stored   (16 bytes)
+ *           | MAC(secret, 'N' || clientNonce || serverNonce || tag u32)    refused: the
+ *             listener holds too many messages of this sender that it was not asked for
+ *   A message with a wrong MAC gets no answer: the listener closes the connection. Once the
+ *   answer is in, the dialer closes with a reset; the listener closes when it sees the reset.
+ *
  * MAC(key, m) is keyed BLAKE2b with a 16-byte output (libsodium's crypto_generichash; RFC
  * 7693), keyed with the communicator's 16-byte secret. The first byte of every MAC'd message
  * names its kind, so no MAC of one kind passes as another (the TCP transport's start with
@@ -150,6 +162,62 @@ int weftBootstrapCheckAck(const uint8_t *secret, const uint8_t *clientNonce,
   return weftBootstrapMacEqual(ack, want) ? 0 : -1;
 }
 
+/* ---- Point-to-point messages ---- */
+
+static void msgMac(const uint8_t *secret, uint8_t kind, const uint8_t *clientNonce,
+                   const uint8_t *serverNonce, uint32_t tag, const uint8_t *data,
+                   uint8_t out[MAC_BYTES]) {
+  uint8_t tagBytes[4];
+  weftPutBe32(tagBytes, tag);
+  crypto_generichash_state st;
+  macStart(&st, secret, kind);
+  macAdd(&st, clientNonce, NONCE_BYTES);
+  macAdd(&st, serverNonce, NONCE_BYTES);
+  macAdd(&st, tagBytes, 4);
+  if (data != NULL) macAdd(&st, data, MSG_BYTES);
+  macEnd(&st, out);
+}
+
+void weftBootMsgBuild(uint8_t wire[MSG_WIRE_BYTES], const uint8_t *secret,
+                      const uint8_t *clientNonce, const uint8_t *serverNonce, uint32_t tag,
+                      const uint8_t *data) {
+  weftPutBe32(wire, MSG_MAGIC);
+  weftPutBe32(wire + 4, tag);
+  memcpy(wire + MSG_DATA_OFFSET, data, MSG_BYTES);
+  msgMac(secret, 'P', clientNonce, serverNonce, tag, data, wire + MSG_MAC_OFFSET);
+}
+
+const char *weftBootstrapParseMsg(const uint8_t *secret, const uint8_t *clientNonce,
+                                  const uint8_t *serverNonce, const uint8_t *wire, uint32_t *tag,
+                                  uint8_t *data) {
+  uint8_t want[MAC_BYTES];
+  if (weftGetBe32(wire) != MSG_MAGIC) return "not a weft message (wrong magic)";
+  msgMac(secret, 'P', clientNonce, serverNonce, weftGetBe32(wire + 4), wire + MSG_DATA_OFFSET,
+         want);
+  if (!weftBootstrapMacEqual(wire + MSG_MAC_OFFSET, want))
+    return "wrong MAC on the message: changed, replayed from another connection, or another "
+           "secret";
+  *tag = weftGetBe32(wire + 4);
+  memcpy(data, wire + MSG_DATA_OFFSET, MSG_BYTES);
+  return NULL;
+}
+
+void weftBootMsgReplyBuild(uint8_t reply[ACK_BYTES], const uint8_t *secret,
+                           const uint8_t *clientNonce, const uint8_t *serverNonce, uint32_t tag,
+                           int accepted) {
+  msgMac(secret, accepted ? 'K' : 'N', clientNonce, serverNonce, tag, NULL, reply);
+}
+
+int weftBootstrapCheckMsgReply(const uint8_t *secret, const uint8_t *clientNonce,
+                               const uint8_t *serverNonce, uint32_t tag, const uint8_t *reply) {
+  uint8_t want[MAC_BYTES];
+  for (int accepted = 1; accepted >= 0; accepted--) {
+    weftBootMsgReplyBuild(want, secret, clientNonce, serverNonce, tag, accepted);
+    if (weftBootstrapMacEqual(reply, want)) return accepted;
+  }
+  return -1;
+}
+
 /* ---- Nonces and derived secrets ---- */
 
 /* The kernel's random bytes (getrandom), as before libsodium: a failure is an error with its
@@ -219,7 +287,9 @@ int weftBootstrapCheckHello(const struct weftBootstrapHello *h, uint32_t kind, i
                             int rank, char *why, size_t len) {
   if (h->kind != kind)
     snprintf(why, len, "hello of kind %u, expected %s", h->kind,
-             kind == HELLO_REGISTER ? "a registration" : "a ring hello");
+             kind == HELLO_REGISTER ? "a registration"
+             : kind == HELLO_RING   ? "a ring hello"
+                                    : "a message's hello");
   else if (h->nranks < 1 || h->nranks > MAX_RANKS)
     snprintf(why, len, "nranks %u out of range 1..%d", h->nranks, MAX_RANKS);
   else if (nranks != 0 && h->nranks != (uint32_t)nranks)

@@ -85,6 +85,29 @@ int64_t weftBootPendingEarliest(const struct pendingSet *set, int64_t deadlineMs
   return deadlineMs;
 }
 
+/* Room for one more peer; 0, or -1 out of memory. */
+static int pendingReserve(struct pendingSet *set) {
+  if (set->count < set->cap) return 0;
+  size_t cap = set->cap ? 2 * set->cap : 8;
+  struct pendingPeer *peers = realloc(set->peers, cap * sizeof *peers);
+  if (peers == NULL) return -1;
+  set->peers = peers;
+  set->cap = cap;
+  return 0;
+}
+
+void weftBootPendingMove(struct pendingSet *from, size_t i, struct pendingSet *to, size_t max) {
+  if (to->count >= max && to->count > 0)
+    weftBootPendingDrop(to, pendingOldest(to), WEFT_LOG_WARN,
+                        "too many hellos held for a ring; dropping the oldest");
+  if (pendingReserve(to) != 0) {
+    weftBootPendingDrop(from, i, WEFT_LOG_WARN, "out of memory to hold its hello");
+    return;
+  }
+  to->peers[to->count++] = from->peers[i];
+  (void)weftBootPendingTake(from, i);
+}
+
 /* Greets a fresh connection with its nonce and starts its handshake clock. */
 static void pendingAdd(struct pendingSet *set, int fd, const union weftSockAddr *from) {
   struct pendingPeer peer = {.fd = fd, .deadlineMs = weftNowMs() + weftBootstrapHandshakeMs};
@@ -102,16 +125,10 @@ static void pendingAdd(struct pendingSet *set, int fd, const union weftSockAddr 
     weftBootPendingDrop(
         set, pendingOldest(set), WEFT_LOG_WARN,
         "too many connections that have not proven the secret; dropping the oldest");
-  if (set->count == set->cap) {
-    size_t cap = set->cap ? 2 * set->cap : 8;
-    struct pendingPeer *peers = realloc(set->peers, cap * sizeof *peers);
-    if (peers == NULL) {
-      WARN("bootstrap: %s is out of memory; closed the connection from %s", set->owner, peer.name);
-      close(fd);
-      return;
-    }
-    set->peers = peers;
-    set->cap = cap;
+  if (pendingReserve(set) != 0) {
+    WARN("bootstrap: %s is out of memory; closed the connection from %s", set->owner, peer.name);
+    close(fd);
+    return;
   }
   set->peers[set->count++] = peer;
 }

@@ -1,7 +1,8 @@
 /* Bootstrap: the ring of TCP connections between the ranks. Forming it: each rank dials
  * rank+1 and proves the secret with a hello while its listener waits for rank-1's hello and
- * acknowledges it (both MACs: boot_auth.c); a rank-1 whose listener refuses connections is
- * dead, and said so at once. Then what travels over it: AllGather, Barrier, and the notes
+ * acknowledges it (both MACs: boot_auth.c; the dialing is boot_dial.c's, the listener's
+ * serving boot_serve.c's); a rank-1 whose listener refuses connections is dead, and said so
+ * at once. Then what travels over it: AllGather, Barrier, and the notes
  * ring neighbours exchange once init is over. */
 #include "boot_internal.h"
 
@@ -20,122 +21,78 @@
 
 /* ---- A rank: form the ring ---- */
 
-enum dialState { DIAL_CONNECTING, DIAL_AWAIT_NONCE, DIAL_SEND_HELLO, DIAL_AWAIT_ACK, DIAL_DONE };
-
-/* Forming the ring: this rank dials rank+1 (b->nextFd) while its listener waits for rank-1. */
+/* Forming the ring: this rank dials rank+1 while the listener waits for rank-1 (and serves
+ * whatever else comes to it: boot_serve.c). */
 struct ringSetup {
-  struct weftBootstrap *b;
-  const uint8_t *secret;
-  uint8_t myAddr[ADDR_BYTES];
-  int listenFd;
+  struct weftBootstrap *b;     /* the bootstrap whose ring forms */
+  struct weftBootstrap *owner; /* whose listener it forms through: b at init, a split's parent */
   char listenName[WEFT_SOCK_NAME_MAX];
-  enum dialState dialState;
-  uint8_t dialBuf[HELLO_BYTES]; /* the nonce or ack coming in, or the hello going out */
-  size_t dialDone;
-  uint8_t serverNonce[NONCE_BYTES], clientNonce[NONCE_BYTES];
-  struct pendingSet pending;
-  struct pollList polls; /* [dial][listener][pending...] */
+  struct bootDial dial; /* to rank+1; its connection becomes b->nextFd */
+  struct pollList polls; /* [dial][the owner's listener and what it holds] */
+  struct servePolls serve;
   int64_t startMs, deadlineMs;
   int64_t nextProbeMs; /* of rank-1's listener, while it has not connected */
 };
 
-static const char *dialWaitingFor(enum dialState state) {
-  switch (state) {
-    case DIAL_CONNECTING: return "connecting to";
-    case DIAL_AWAIT_NONCE: return "waiting for the nonce of";
-    case DIAL_SEND_HELLO: return "sending its hello to";
-    case DIAL_AWAIT_ACK: return "waiting for the acknowledgement of";
-    default: return "done with";
-  }
-}
-
 static weftResult_t dialFailed(struct ringSetup *rs, int rc) {
   char name[WEFT_SOCK_NAME_MAX], text[128];
   const struct weftBootstrap *b = rs->b;
-  if (rc == WEFT_SOCK_CLOSED && rs->dialState == DIAL_AWAIT_ACK)
+  if (rc == WEFT_SOCK_CLOSED && rs->dial.state == DIAL_AWAIT_ACK)
     return weftSetError(
         weftRemoteError,
         "bootstrap: rank %d (%s) refused rank %d's ring hello (closed the connection): "
         "different secret or nranks?",
         nextRank(b), peerName(b, nextRank(b), name), b->rank);
   return weftSetError(weftRemoteError, "bootstrap: rank %d failed %s rank %d (%s): %s", b->rank,
-                      dialWaitingFor(rs->dialState), nextRank(b), peerName(b, nextRank(b), name),
-                      weftSockStatusText(rc, text, sizeof text));
-}
-
-static weftResult_t dialStart(struct ringSetup *rs) {
-  struct weftBootstrap *b = rs->b;
-  rs->dialState = DIAL_CONNECTING;
-  int rc = weftSocketConnectStart(&b->peers[nextRank(b)], &b->nextFd);
-  return rc == 0 ? weftSuccess : dialFailed(rs, rc);
-}
-
-static short dialEvents(const struct ringSetup *rs) {
-  return rs->dialState == DIAL_CONNECTING || rs->dialState == DIAL_SEND_HELLO ? POLLOUT : POLLIN;
+                      weftBootDialWaitingFor(rs->dial.state), nextRank(b),
+                      peerName(b, nextRank(b), name), weftSockStatusText(rc, text, sizeof text));
 }
 
 /* Advances the handshake with rank+1 as far as the socket allows. */
 static weftResult_t dialProgress(struct ringSetup *rs) {
   struct weftBootstrap *b = rs->b;
-  int rc = 0;
-  if (rs->dialState == DIAL_CONNECTING) {
-    if ((rc = weftSocketConnectResult(b->nextFd)) != 0) return dialFailed(rs, rc);
-    rs->dialState = DIAL_AWAIT_NONCE;
-    rs->dialDone = 0;
+  struct bootDial *d = &rs->dial;
+  int rc = weftBootDialProgress(d);
+  if (rc == 0 && d->state == DIAL_COMPOSE) {
+    WEFTCHECK(weftBootDialHello(d, b->secret, HELLO_RING, b->rank, b->nranks,
+                                &rs->owner->listenAddr));
+    rc = weftBootDialProgress(d);
   }
-  if (rs->dialState == DIAL_AWAIT_NONCE) {
-    if ((rc = weftSocketRecvSome(b->nextFd, rs->dialBuf, NONCE_BYTES, &rs->dialDone)) != 0)
-      return dialFailed(rs, rc);
-    if (rs->dialDone < NONCE_BYTES) return weftSuccess;
-    memcpy(rs->serverNonce, rs->dialBuf, NONCE_BYTES);
-    WEFTCHECK(weftBootRandom(rs->clientNonce, NONCE_BYTES));
-    weftBootHelloBuild(rs->dialBuf, rs->secret, rs->serverNonce, HELLO_RING, b->rank, b->nranks,
-                       rs->clientNonce, rs->myAddr);
-    rs->dialState = DIAL_SEND_HELLO;
-    rs->dialDone = 0;
-  }
-  if (rs->dialState == DIAL_SEND_HELLO) {
-    if ((rc = weftSocketSendSome(b->nextFd, rs->dialBuf, HELLO_BYTES, &rs->dialDone)) != 0)
-      return dialFailed(rs, rc);
-    if (rs->dialDone < HELLO_BYTES) return weftSuccess;
-    rs->dialState = DIAL_AWAIT_ACK;
-    rs->dialDone = 0;
-  }
-  if (rs->dialState == DIAL_AWAIT_ACK) {
-    if ((rc = weftSocketRecvSome(b->nextFd, rs->dialBuf, ACK_BYTES, &rs->dialDone)) != 0)
-      return dialFailed(rs, rc);
-    if (rs->dialDone < ACK_BYTES) return weftSuccess;
-    char name[WEFT_SOCK_NAME_MAX];
-    if (weftBootstrapCheckAck(rs->secret, rs->clientNonce, rs->serverNonce, rs->dialBuf) != 0)
-      return weftSetError(
-          weftRemoteError,
-          "bootstrap: the listener at %s (rank %d in the table) sent a wrong acknowledgement MAC",
-          peerName(b, nextRank(b), name), nextRank(b));
-    rs->dialState = DIAL_DONE;
-  }
+  if (rc != 0) return dialFailed(rs, rc);
+  if (d->state != DIAL_ACKED) return weftSuccess;
+  char name[WEFT_SOCK_NAME_MAX];
+  if (weftBootstrapCheckAck(b->secret, d->clientNonce, d->serverNonce, d->in) != 0)
+    return weftSetError(
+        weftRemoteError,
+        "bootstrap: the listener at %s (rank %d in the table) sent a wrong acknowledgement MAC",
+        peerName(b, nextRank(b), name), nextRank(b));
+  b->nextFd = d->fd;
+  d->fd = -1;
   return weftSuccess;
 }
 
-/* Handles pending peer i of the listener; 1 once it is rank-1, authenticated and acknowledged. */
-static int ringOnPending(struct ringSetup *rs, size_t i) {
+/* A complete hello that is no message for the owner (boot_serve.c): rank-1's ring hello is
+ * acknowledged and becomes b->prevFd; anything else is dropped. */
+static void ringOnHello(void *ctx, struct pendingSet *set, size_t i) {
+  struct ringSetup *rs = ctx;
   struct weftBootstrap *b = rs->b;
-  if (weftBootPendingReceive(&rs->pending, i) != 1) return 0;
-  struct pendingPeer *peer = &rs->pending.peers[i];
+  struct pendingPeer *peer = &set->peers[i];
   struct weftBootstrapHello h;
   char why[160];
-  const char *refusal = weftBootstrapParseHello(rs->secret, peer->nonce, peer->hello, &h);
+  const char *refusal = weftBootstrapParseHello(b->secret, peer->nonce, peer->hello, &h);
   if (refusal == NULL &&
       weftBootstrapCheckHello(&h, HELLO_RING, b->nranks, prevRank(b), why, sizeof why) != 0)
     refusal = why;
+  if (refusal == NULL && b->prevFd >= 0) refusal = "a second ring hello of rank-1";
   if (refusal != NULL) {
-    weftBootPendingDrop(&rs->pending, i, WEFT_LOG_WARN, refusal);
-    return 0;
+    weftBootPendingDrop(set, i, WEFT_LOG_WARN, refusal);
+    return;
   }
   uint8_t ack[ACK_BYTES];
-  weftBootAckBuild(ack, rs->secret, h.clientNonce, peer->nonce);
+  weftBootAckBuild(ack, b->secret, h.clientNonce, peer->nonce);
   char name[WEFT_SOCK_NAME_MAX];
   snprintf(name, sizeof name, "%s", peer->name);
-  int fd = weftBootPendingTake(&rs->pending, i);
+  int fd = weftBootPendingTake(set, i);
   /* 16 bytes after the 16-byte nonce always fit a fresh socket's buffer: this never waits. */
   int rc = weftSocketSendAll(fd, ack, sizeof ack, rs->deadlineMs);
   if (rc != 0) {
@@ -143,26 +100,25 @@ static int ringOnPending(struct ringSetup *rs, size_t i) {
     WARN("bootstrap: rank %d could not acknowledge rank %d (%s): %s", b->rank, prevRank(b), name,
          weftSockStatusText(rc, text, sizeof text));
     close(fd);
-    return 0;
+    return;
   }
   b->prevFd = fd;
-  return 1;
 }
 
 static weftResult_t ringTimeout(const struct ringSetup *rs) {
   const struct weftBootstrap *b = rs->b;
   char name[WEFT_SOCK_NAME_MAX];
   long long elapsed = (long long)(weftNowMs() - rs->startMs);
-  if (rs->dialState != DIAL_DONE && b->prevFd < 0)
+  const char *doing = weftBootDialWaitingFor(rs->dial.state);
+  if (b->nextFd < 0 && b->prevFd < 0)
     return weftSetError(weftTimeout,
                         "bootstrap: rank %d timed out after %lld ms %s rank %d (%s); rank %d had "
                         "not connected to it either",
-                        b->rank, elapsed, dialWaitingFor(rs->dialState), nextRank(b),
-                        peerName(b, nextRank(b), name), prevRank(b));
-  if (rs->dialState != DIAL_DONE)
+                        b->rank, elapsed, doing, nextRank(b), peerName(b, nextRank(b), name),
+                        prevRank(b));
+  if (b->nextFd < 0)
     return weftSetError(weftTimeout, "bootstrap: rank %d timed out after %lld ms %s rank %d (%s)",
-                        b->rank, elapsed, dialWaitingFor(rs->dialState), nextRank(b),
-                        peerName(b, nextRank(b), name));
+                        b->rank, elapsed, doing, nextRank(b), peerName(b, nextRank(b), name));
   return weftSetError(weftTimeout,
                       "bootstrap: rank %d timed out after %lld ms waiting for rank %d (%s) to "
                       "connect to its listener at %s",
@@ -173,13 +129,11 @@ static weftResult_t ringTimeout(const struct ringSetup *rs) {
 static weftResult_t ringPoll(struct ringSetup *rs) {
   struct pollList *polls = &rs->polls;
   polls->count = 0;
-  int ok = weftBootPollAdd(polls, rs->dialState == DIAL_DONE ? -1 : rs->b->nextFd,
-                           dialEvents(rs)) == 0 &&
-           weftBootPollAdd(polls, rs->b->prevFd < 0 ? rs->listenFd : -1, POLLIN) == 0;
-  for (size_t i = 0; ok && i < rs->pending.count; i++)
-    ok = weftBootPollAdd(polls, rs->pending.peers[i].fd, POLLIN) == 0;
-  if (!ok) return weftSetError(weftSystemError, "bootstrap: out of memory forming the ring");
-  int64_t wake = weftBootPendingEarliest(&rs->pending, rs->deadlineMs);
+  int dialing = rs->b->nextFd < 0;
+  if (weftBootPollAdd(polls, dialing ? rs->dial.fd : -1, weftBootDialEvents(&rs->dial)) != 0 ||
+      weftBootServePolls(rs->owner, polls, &rs->serve) != 0)
+    return weftSetError(weftSystemError, "bootstrap: out of memory forming the ring");
+  int64_t wake = weftBootServeEarliest(rs->owner, rs->deadlineMs);
   if (rs->b->prevFd < 0 && rs->nextProbeMs < wake) wake = rs->nextProbeMs;
   if (weftPollUntil(polls->fds, polls->count, wake) < 0)
     return weftSetSysError(errno, "bootstrap: poll while rank %d formed the ring", rs->b->rank);
@@ -202,36 +156,36 @@ static weftResult_t ringCheckPrev(struct ringSetup *rs, int64_t now) {
 }
 
 static weftResult_t ringLoop(struct ringSetup *rs) {
-  WEFTCHECK(dialStart(rs));
+  struct weftBootstrap *b = rs->b;
+  int rc = weftBootDialStart(&rs->dial, &b->peers[nextRank(b)]);
+  if (rc != 0) return dialFailed(rs, rc);
+  /* Ring hellos that came while this rank was exchanging messages (boot_p2p.c): complete,
+   * so no poll will report them. */
+  struct pendingSet *held = &rs->owner->serve.ringHellos;
+  for (size_t i = held->count; i-- > 0;) ringOnHello(rs, held, i);
   rs->nextProbeMs = weftNowMs() + RING_PROBE_INTERVAL_MS;
-  while (rs->dialState != DIAL_DONE || rs->b->prevFd < 0) {
+  while (b->nextFd < 0 || b->prevFd < 0) {
     int64_t now = weftNowMs();
     if (now >= rs->deadlineMs) return ringTimeout(rs);
     WEFTCHECK(ringCheckPrev(rs, now));
-    weftBootPendingExpire(&rs->pending, now);
     WEFTCHECK(ringPoll(rs));
-    struct pollfd *fds = rs->polls.fds;
-    if (fds[0].revents != 0) WEFTCHECK(dialProgress(rs));
-    /* Pending peers last to first: dropping one moves the last peer into its place. */
-    for (size_t k = rs->polls.count; k-- > 2;)
-      if (fds[k].revents != 0 && ringOnPending(rs, k - 2)) break;
-    if (fds[1].revents != 0 && rs->b->prevFd < 0)
-      weftBootPendingAcceptAll(&rs->pending, rs->listenFd);
+    if (rs->polls.fds[0].revents != 0) WEFTCHECK(dialProgress(rs));
+    weftBootServeHandle(rs->owner, &rs->polls, &rs->serve, ringOnHello, rs);
+    /* After handling: what arrived while nobody served the listener is read before its
+     * deadline is judged. */
+    weftBootServeExpire(rs->owner, weftNowMs());
   }
   return weftSuccess;
 }
 
-weftResult_t weftBootFormRing(struct weftBootstrap *b, const uint8_t *secret, int listenFd,
-                              const union weftSockAddr *listenAddr, int64_t startMs,
+weftResult_t weftBootFormRing(struct weftBootstrap *b, struct weftBootstrap *owner, int64_t startMs,
                               int64_t deadlineMs) {
   struct ringSetup rs = {
-      .b = b, .secret = secret, .listenFd = listenFd, .startMs = startMs, .deadlineMs = deadlineMs};
-  weftSockAddrEncode(rs.myAddr, listenAddr);
-  weftSockAddrName(listenAddr, rs.listenName);
-  snprintf(rs.pending.owner, sizeof rs.pending.owner, "rank %d's listener at %s", b->rank,
-           rs.listenName);
+      .b = b, .owner = owner, .dial = {.fd = -1}, .startMs = startMs, .deadlineMs = deadlineMs};
+  weftSockAddrName(&owner->listenAddr, rs.listenName);
   weftResult_t res = ringLoop(&rs);
-  weftBootPendingFree(&rs.pending);
+  weftSocketClose(&rs.dial.fd); /* after a failure; on success it is b->nextFd */
+  weftBootServeSweep(owner);
   free(rs.polls.fds);
   return res;
 }

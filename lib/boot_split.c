@@ -28,6 +28,7 @@ static weftResult_t splitListener(struct weftBootstrap *b, const union weftSockA
   else
     local.sin.sin_port = 0;
   WEFTCHECK(weftSocketListen(&local, &b->listenFd, &b->listenAddr));
+  weftBootServeStart(b);
   uint8_t *table = calloc((size_t)b->nranks, ADDR_BYTES);
   if (table == NULL) return weftSetError(weftSystemError, "bootstrap: out of memory");
   weftSockAddrEncode(table + (size_t)b->rank * ADDR_BYTES, &b->listenAddr);
@@ -73,8 +74,7 @@ weftResult_t weftBootstrapSplit(struct weftBootstrap *parent, const int *members
   weftBootSplitSecret(parent->secret, epoch, members, n, b->secret);
   weftResult_t res = weftSuccess;
   if (n > 1)
-    res =
-        weftBootFormRing(b, b->secret, parent->listenFd, &parent->listenAddr, startMs, deadlineMs);
+    res = weftBootFormRing(b, parent, startMs, deadlineMs);
   if (res == weftSuccess && n > 1) res = splitListener(b, &parent->listenAddr, deadlineMs);
   if (res != weftSuccess) {
     weftBootstrapClose(b);
@@ -91,7 +91,7 @@ int weftBootstrapProbe(const struct weftBootstrap *b, int rank, int64_t timeoutM
   if (addr == NULL || rank == b->rank) return 1;
   int fd = -1;
   int rc = weftSocketConnect(addr, weftNowMs() + timeoutMs, &fd);
-  weftSocketClose(&fd);
+  weftSocketCloseAbortive(&fd, 1); /* it sent nothing: a reset, so no TIME_WAIT on either side */
   return !(rc == ECONNREFUSED || rc == EHOSTUNREACH || rc == ENETUNREACH || rc == WEFT_SOCK_TIMEOUT);
 }
 

@@ -137,9 +137,6 @@ weftResult_t weftBootstrapInit(const weftUniqueId *id, int rank, int nranks, int
   struct rendezvous rv;
   WEFTCHECK(resolveRendezvous(id, &rv));
   weftResult_t res = weftSuccess;
-  int listenFd = -1;
-  union weftSockAddr listenAddr;
-  memset(&listenAddr, 0, sizeof listenAddr);
   struct weftBootstrap *b = calloc(1, sizeof *b);
   if (b == NULL) {
     res = weftSetError(weftSystemError, "bootstrap: out of memory");
@@ -149,19 +146,16 @@ weftResult_t weftBootstrapInit(const weftUniqueId *id, int rank, int nranks, int
       .rank = rank, .nranks = nranks, .nextFd = -1, .prevFd = -1, .listenFd = -1};
   if (rv.fromCommId && rank == 0)
     WEFTCHECKGOTO(weftBootRootStart(&rv.root, rv.secret, deadlineMs, NULL), res, done);
-  if (nranks > 1) WEFTCHECKGOTO(openRingListener(&rv, rank, &listenFd, &listenAddr), res, done);
-  WEFTCHECKGOTO(weftBootRegister(&rv, b, &listenAddr, startMs, deadlineMs), res, done);
-  if (nranks > 1)
-    WEFTCHECKGOTO(weftBootFormRing(b, rv.secret, listenFd, &listenAddr, startMs, deadlineMs), res,
-                  done);
   memcpy(b->secret, rv.secret, SECRET_BYTES);
-  b->listenFd = listenFd;
-  b->listenAddr = listenAddr;
-  listenFd = -1;
+  if (nranks > 1) {
+    WEFTCHECKGOTO(openRingListener(&rv, rank, &b->listenFd, &b->listenAddr), res, done);
+    weftBootServeStart(b);
+  }
+  WEFTCHECKGOTO(weftBootRegister(&rv, b, &b->listenAddr, startMs, deadlineMs), res, done);
+  if (nranks > 1) WEFTCHECKGOTO(weftBootFormRing(b, b, startMs, deadlineMs), res, done);
   INFO(WEFT_BOOT, "bootstrap: rank %d of %d connected through %s in %lld ms", rank, nranks,
        rv.rootName, (long long)(weftNowMs() - startMs));
 done:
-  weftSocketClose(&listenFd);
   explicit_bzero(rv.secret, sizeof rv.secret);
   if (res == weftRemoteError && b != NULL) weftBootNameGoneRanks(b);
   if (res != weftSuccess) {
@@ -177,6 +171,7 @@ weftResult_t weftBootstrapClose(struct weftBootstrap *b) {
   explicit_bzero(b->secret, sizeof b->secret);
   weftSocketClose(&b->nextFd);
   weftSocketClose(&b->prevFd);
+  weftBootServeFree(b);
   weftSocketClose(&b->listenFd);
   free(b->peers);
   free(b);

@@ -62,14 +62,28 @@ enum { WEFT_NOTE_NEXT = 0, WEFT_NOTE_PREV = 1 };
 int weftBootstrapNoteSend(struct weftBootstrap *b, int dir, const uint8_t note[WEFT_BOOT_NOTE_BYTES]);
 int weftBootstrapNoteRecv(struct weftBootstrap *b, int dir, uint8_t note[WEFT_BOOT_NOTE_BYTES]);
 int weftBootstrapNoteWait(struct weftBootstrap *b, int64_t deadlineMs);
-/* Pairwise exchange (lib/boot_p2p.c): sends out[i].data to rank out[i].peer with out[i].tag,
- * and fills in[j].data with the message rank in[j].peer sent to this rank with tag in[j].tag.
- * Any pattern completes without deadlock: while it waits it serves every rank that connects,
- * keeping messages not asked for for a later call. */
+/* Pairwise exchange of small records (transport blobs of connections made on first use).
+ * Sends out[i].data to rank out[i].peer with tag out[i].tag, and fills in[j].data with the
+ * message rank in[j].peer sent this rank with tag in[j].tag (peer and tag set by the caller).
+ * Collective over nothing: only the ranks that exchange messages take part, with any pattern
+ * (each lists its messages in any order) and without deadlock: while it waits, it serves
+ * every connection any rank makes to this rank's listener, and keeps the messages it was not
+ * asked for (in b, at most WEFT_BOOT_STASH_PER_SENDER from each rank) for a later call.
+ * Messages from one rank with one tag are delivered in the order it sent them (to the
+ * matching in[] entries in index order, then to later calls). A message to itself is copied.
+ * Returns when every message of out is stored at its receiver and every entry of in is
+ * filled. weftRemoteError naming the rank whose listener refuses connections (it is gone:
+ * checked every 250 ms for the ranks this call waits for), that sent a wrong MAC, or that
+ * refused a message because it already holds WEFT_BOOT_STASH_PER_SENDER unasked-for ones
+ * from this rank; weftTimeout at deadlineMs naming every rank not yet heard from or not yet
+ * reached, and what it waited for; weftInvalidUsage when this rank asks itself for a message
+ * it has not sent; honours the thread's abort flag as the other waits do. After a failure
+ * some of the messages may have been delivered. Not concurrently with another call on b. */
 #define WEFT_BOOT_MSG_BYTES 320
+#define WEFT_BOOT_STASH_PER_SENDER 64
 struct weftBootMsg {
-  int peer;
-  uint32_t tag;
+  int peer;     /* the other rank */
+  uint32_t tag; /* chosen by the caller; matched with the receiver's request */
   uint8_t data[WEFT_BOOT_MSG_BYTES];
 };
 weftResult_t weftBootstrapExchange(struct weftBootstrap *b, const struct weftBootMsg *out, int nout,
@@ -107,6 +121,9 @@ int weftIfnameMatches(const char *spec, const char *ifname);
 #define WEFT_BOOT_REPLY_HEADER_BYTES 32
 #define WEFT_BOOT_HELLO_REGISTER 1u
 #define WEFT_BOOT_HELLO_RING 2u
+#define WEFT_BOOT_HELLO_P2P 3u
+/* A point-to-point message on the wire, after its hello (boot_auth.c has the layout). */
+#define WEFT_BOOT_P2P_WIRE_BYTES (8 + WEFT_BOOT_MSG_BYTES + 16)
 struct weftBootstrapHello {
   uint32_t kind, rank, nranks;
   uint8_t clientNonce[16];
@@ -141,6 +158,17 @@ int weftBootstrapCheckReplyMac(const uint8_t *secret, const uint8_t *clientNonce
  * dialer's clientNonce, the listener's serverNonce). */
 int weftBootstrapCheckAck(const uint8_t *secret, const uint8_t *clientNonce,
                           const uint8_t *serverNonce, const uint8_t *ack);
+/* Checks the magic and the MAC of a point-to-point message received on the connection whose
+ * nonces are clientNonce (the dialer's, from its hello) and serverNonce (the listener's) and
+ * decodes its tag and data (WEFT_BOOT_MSG_BYTES): NULL, or why it is refused. */
+const char *weftBootstrapParseMsg(const uint8_t *secret, const uint8_t *clientNonce,
+                                  const uint8_t *serverNonce, const uint8_t *wire, uint32_t *tag,
+                                  uint8_t *data);
+/* The listener's 16-byte answer to message tag on that connection: 1 when it proves the secret
+ * and says the message is stored, 0 when it proves the secret and says it is refused (the
+ * listener holds too many unasked-for messages of this sender), -1 when it proves nothing. */
+int weftBootstrapCheckMsgReply(const uint8_t *secret, const uint8_t *clientNonce,
+                               const uint8_t *serverNonce, uint32_t tag, const uint8_t *reply);
 /* Decodes the rank table (nranks addresses) into peers: -1 when every entry is valid, else
  * the first rank without a valid address. */
 int weftBootstrapParseTable(const uint8_t *table, int nranks, union weftSockAddr *peers);
