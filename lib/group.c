@@ -57,6 +57,11 @@ static weftResult_t runP2p(struct weftComm *comm, const struct weftTask *tasks, 
   if (ops == NULL) return weftReportTo(comm, weftSetError(weftSystemError, "out of memory"));
   for (int i = 0, k = 0; i < n; i++)
     if (!tasks[i].isColl) ops[k++] = tasks[i].p2p;
+  weftResult_t misuse = weftP2pCheck(comm, ops, np);
+  if (misuse != weftSuccess) {
+    free(ops);
+    return weftReportTo(comm, misuse);
+  }
   atomic_store_explicit(&comm->busy, 1, memory_order_release);
   weftResult_t rc = weftP2pRun(comm, ops, np);
   free(ops);

@@ -45,8 +45,9 @@ static void describeTrailer(const uint64_t t[3], char *buf, size_t len) {
   snprintf(buf, len, "%s (its operation %llu)", call, (unsigned long long)t[0]);
 }
 
-/* Pairs this rank's sends to itself with its receives from itself, in order, and copies. */
-static weftResult_t runSelf(struct weftComm *comm, struct weftP2pOp *ops, int n) {
+/* Pairs this rank's sends to itself with its receives from itself, in order; copies them
+ * when copy is set, else only checks that they pair up. */
+static weftResult_t pairSelf(struct weftComm *comm, struct weftP2pOp *ops, int n, int copy) {
   int r = 0;
   for (int s = 0; s < n; s++) {
     if (!ops[s].isSend || ops[s].peer != comm->rank || ops[s].count == 0) continue;
@@ -60,16 +61,21 @@ static weftResult_t runSelf(struct weftComm *comm, struct weftP2pOp *ops, int n)
                           "rank %d: a send of %zu elements of %s to itself is matched by a receive "
                           "of %zu elements of %s", comm->rank, ops[s].count,
                           weftTypeName(ops[s].type), ops[r].count, weftTypeName(ops[r].type));
-    if (ops[r].recvbuff != ops[s].sendbuff) memmove(ops[r].recvbuff, ops[s].sendbuff, ops[s].bytes);
-    ops[s].finished = ops[r].finished = 1;
+    if (copy && ops[r].recvbuff != ops[s].sendbuff)
+      memmove(ops[r].recvbuff, ops[s].sendbuff, ops[s].count * weftTypeSize(ops[s].type));
+    if (copy) ops[s].finished = ops[r].finished = 1;
     r++;
   }
-  for (; r < n; r++)
-    if (!ops[r].isSend && ops[r].peer == comm->rank && ops[r].count > 0 && !ops[r].finished)
+  for (; r < n; r++) /* receives past the last one paired */
+    if (!ops[r].isSend && ops[r].peer == comm->rank && ops[r].count > 0)
       return weftSetError(weftInvalidUsage,
                           "rank %d: a receive of %zu elements from itself has no matching send to "
                           "itself in the same group", comm->rank, ops[r].count);
   return weftSuccess;
+}
+
+weftResult_t weftP2pCheck(struct weftComm *comm, struct weftP2pOp *ops, int n) {
+  return pairSelf(comm, ops, n, 0);
 }
 
 /* Sizes, trailers and the order on each link: op i may move once prev[i] (the previous
@@ -82,7 +88,7 @@ static weftResult_t prepare(struct weftComm *comm, struct weftP2pOp *ops, int n,
     op->finished = op->count == 0;
     prev[i] = -1;
   }
-  WEFTCHECK(runSelf(comm, ops, n));
+  WEFTCHECK(pairSelf(comm, ops, n, 1));
   for (int i = 0; i < n; i++) {
     struct weftP2pOp *op = &ops[i];
     if (op->finished || op->peer == comm->rank) continue;

@@ -42,6 +42,10 @@ struct weftP2pOp {
  * send and a receive of this rank to itself are paired in order and copied. */
 weftResult_t weftP2pRun(struct weftComm *comm, struct weftP2pOp *ops, int n);
 
+/* A call's misuse that no transfer needs to reveal (a send to this rank itself without its
+ * receive): weftInvalidUsage, and the communicator stays usable. */
+weftResult_t weftP2pCheck(struct weftComm *comm, struct weftP2pOp *ops, int n);
+
 /* Closes and frees every p2p link of comm (destroy, or a failure that closes links). */
 void weftP2pClose(struct weftComm *comm);
 
