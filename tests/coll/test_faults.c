@@ -45,7 +45,7 @@ struct rankReport {
   char sig[96];           /* mismatch: this rank's call, as the library's message writes it */
   char msg[1024];
 };
-enum mode { MODE_LOOP, MODE_MISMATCH_COUNT, MODE_MISMATCH_TYPE, MODE_MISMATCH_OP, MODE_MISMATCH_ALGO };
+enum mode { MODE_LOOP, MODE_LOOP_SENDRECV, MODE_LOOP_ALLTOALL, MODE_MISMATCH_COUNT, MODE_MISMATCH_TYPE, MODE_MISMATCH_OP, MODE_MISMATCH_ALGO };
 
 struct shared {
   struct rankReport r[MAX_RANKS];
@@ -57,11 +57,24 @@ struct shared {
 #define MAX_COUNT 131072
 #define UNTOUCHED 0x7fa5a5a5u /* a NaN no reduction produces */
 
-static void loop(struct rankReport *me, weftComm_t comm, float *in, float *out) {
+/* One call of the loop: an AllReduce, a grouped Send/Recv ring, or an AlltoAll. */
+static weftResult_t loopCall(weftComm_t comm, enum mode mode, float *in, float *out, size_t count) {
+  int rank = 0, n = 1;
+  weftCommUserRank(comm, &rank);
+  weftCommCount(comm, &n);
+  if (mode == MODE_LOOP_ALLTOALL) return weftAlltoAll(in, out, count, weftFloat32, comm, NULL);
+  if (mode != MODE_LOOP_SENDRECV) return weftAllReduce(in, out, count, weftFloat32, weftSum, comm, NULL);
+  weftGroupStart();
+  weftSend(in, count * 64, weftFloat32, (rank + 1) % n, comm, NULL);
+  weftRecv(out, count * 64, weftFloat32, (rank + n - 1) % n, comm, NULL);
+  return weftGroupEnd();
+}
+
+static void loop(struct rankReport *me, weftComm_t comm, float *in, float *out, enum mode mode) {
   weftResult_t rc = weftSuccess;
   for (int64_t end = nowMs() + 20000; rc == weftSuccess && nowMs() < end; me->iters++) {
     size_t count = 1 + (size_t)(me->iters % 1024);
-    rc = weftAllReduce(in, out, count, weftFloat32, weftSum, comm, NULL);
+    rc = loopCall(comm, mode, in, out, count);
   }
   me->rc = rc;
 }
@@ -115,7 +128,7 @@ static void rankProcess(struct shared *sh, weftUniqueId id, int rank, int nranks
   float *in = malloc(MAX_COUNT * sizeof *in), *out = malloc(MAX_COUNT * sizeof *out);
   for (int i = 0; i < MAX_COUNT; i++) in[i] = (float)rank;
   me->started = 1;
-  if (mode == MODE_LOOP) loop(me, comm, in, out);
+  if (mode <= MODE_LOOP_ALLTOALL) loop(me, comm, in, out, mode);
   else mismatchedCall(me, comm, in, out, mode, rank);
   me->atMs = nowMs();
   snprintf(me->msg, sizeof me->msg, "%s", weftGetLastError(comm));
@@ -191,13 +204,14 @@ static void expectNamed(const struct rankReport *rep, int r, int victim, pid_t v
 
 /* Kills a random rank at a random moment of the loop; checks every survivor. perHost > 0:
  * ranks on emulated hosts of perHost ranks each. */
-static void killOne(int nranks, int perHost, const char *algo, const char *transports) {
-  setenv("WEFT_ALGO", algo, 1);
+static void killOneIn(int nranks, int perHost, const char *algo, const char *transports,
+                      enum mode mode) {
+  if (algo) setenv("WEFT_ALGO", algo, 1);
   setenv("WEFT_TIMEOUT_MS", "60000", 1);
   if (transports) setenv("WEFT_TRANSPORTS", transports, 1);
   else unsetenv("WEFT_TRANSPORTS");
   struct run run;
-  startRanks(&run, nranks, perHost, MODE_LOOP, 0);
+  startRanks(&run, nranks, perHost, mode, 0);
   unsetenv("WEFT_ALGO");
   unsetenv("WEFT_TIMEOUT_MS");
   unsetenv("WEFT_TRANSPORTS");
@@ -210,7 +224,8 @@ static void killOne(int nranks, int perHost, const char *algo, const char *trans
   kill(run.pids[victim], SIGKILL); /* not reaped until the end: survivors see a zombie */
   finish(&run, victim, DETECT_BOUND_MS + 5000);
   char what[96];
-  snprintf(what, sizeof what, "%s%s%s, %d per host, seed %u", algo, transports ? " over " : "",
+  static const char *const loops[] = {"AllReduce", "Send/Recv", "AlltoAll"};
+  snprintf(what, sizeof what, "%s %s%s%s, %d per host, seed %u", loops[mode], algo ? algo : "tuner", transports ? " over " : "",
            transports ? transports : "", perHost ? perHost : nranks, seed);
   for (int r = 0; r < nranks; r++) {
     if (r == victim) continue;
@@ -230,6 +245,10 @@ static void killOne(int nranks, int perHost, const char *algo, const char *trans
   cr_expect_eq(left, 0, "%d weft segments left in /dev/shm:%s", left, names);
 }
 
+static void killOne(int nranks, int perHost, const char *algo, const char *transports) {
+  killOneIn(nranks, perHost, algo, transports, MODE_LOOP);
+}
+
 Test(dead_peer, direct_4) { killOne(4, 0, "direct", NULL); }
 Test(dead_peer, ring_shm_4) { killOne(4, 0, "ring", "shm"); }
 Test(dead_peer, ring_tcp_4) { killOne(4, 0, "ring", "tcp"); }
@@ -238,6 +257,12 @@ Test(dead_peer, tree_4) { killOne(4, 0, "tree", NULL); }
 Test(dead_peer, hier_2x2) { killOne(4, 2, "hier", NULL); }
 Test(dead_peer, ring_2x2) { killOne(4, 2, "ring", NULL); }
 Test(dead_peer, tree_2x2) { killOne(4, 2, "tree", NULL); }
+/* Point-to-point links made on first use: a grouped Send/Recv ring and the pairwise AlltoAll,
+ * over shm on one host and over shm and tcp on two emulated hosts. */
+Test(dead_peer, sendrecv_4) { killOneIn(4, 0, NULL, NULL, MODE_LOOP_SENDRECV); }
+Test(dead_peer, sendrecv_2x2) { killOneIn(4, 2, NULL, NULL, MODE_LOOP_SENDRECV); }
+Test(dead_peer, alltoall_4) { killOneIn(4, 0, NULL, NULL, MODE_LOOP_ALLTOALL); }
+Test(dead_peer, alltoall_2x2) { killOneIn(4, 2, NULL, NULL, MODE_LOOP_ALLTOALL); }
 
 /* A stopped rank: the others time out after WEFT_TIMEOUT_MS (1.5 s), not before, naming it;
  * well within 10 x the timeout. */
