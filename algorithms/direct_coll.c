@@ -7,8 +7,8 @@
  * cross-memory attach from WEFT_DIRECT_CMA_MIN_BYTES), else staged, in chunks of the segment.
  * - Broadcast: the root copies a chunk into its staging, every rank posts, the others copy it
  *   out: one synchronisation per chunk, and the root fills the other half while they read
- *   (2 B copied per rank). In place: the others read the root's buffer and post `done`; the
- *   root waits for every `done` (B copied once).
+ *   (B copied in, B out, overlapping but for one chunk). In place: the others read the root's
+ *   buffer and post `done`; the root waits for every `done` (B copied once).
  * - Reduce: small: every rank stages its input and the root reduces all of them (n B read by
  *   the root). Staged, per chunk: rank i reduces slice i into the result area and posts
  *   `reduced`; the root waits for them and copies the chunk out (~3 B per rank, 2
@@ -246,7 +246,8 @@ double weftDirectCollCost(const struct directState *s, const struct weftComm *co
   switch (a->coll) {
     case weftCollBroadcast:
       if (inPlace) return 2 * sync + 2.0 + b / 8e3;
-      return rounds(a->bytes, s->chunkBytes) * sync + 2 * b / bw;
+      /* the root fills one chunk ahead of the readers: the copies overlap but for one */
+      return rounds(a->bytes, s->chunkBytes) * sync + (b + (double)minSize(a->bytes, s->chunkBytes)) / bw;
     case weftCollReduce:
       if (a->bytes <= DIRECT_SMALL_BYTES) return sync + b * (1.0 + n) / bw;
       if (inPlace) return 2 * sync + 2.0 + b * 1.5 / 8e3;
