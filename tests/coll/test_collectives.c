@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "algo.h"
+#include "caps.h"
 #include "core.h"
 #include "harness.h"
 #include "reduce.h"
@@ -26,6 +27,7 @@ struct matrix {
   int nCounts;
   const weftDataType_t *types;
   int nTypes;
+  int everyRoot; /* rooted collectives: every rank as the root, else the first, last, middle */
 };
 
 static const size_t smallCounts[] = {0, 1, 2, 7, 1021, 40009};
@@ -114,7 +116,8 @@ static long matrixBody(weftComm_t comm, int rank, int n, void *arg) {
   struct bufs b;
   b.cap = maxCount * 8 * (size_t)n + 64;
   b.send = malloc(b.cap), b.recv = malloc(b.cap), b.want = malloc(b.cap);
-  int roots[3] = {0, n - 1, n / 2}, nRoots = m->coll == weftCollBroadcast || m->coll == weftCollReduce ? 3 : 1;
+  int rooted = m->coll == weftCollBroadcast || m->coll == weftCollReduce;
+  int roots[3] = {0, n - 1, n / 2}, nRoots = !rooted ? 1 : m->everyRoot ? n : 3;
   long failures = 0;
   for (int c = 0; c < m->nCounts; c++)
     for (int t = 0; t < m->nTypes; t++)
@@ -123,7 +126,8 @@ static long matrixBody(weftComm_t comm, int rank, int n, void *arg) {
         if (op == weftAvg && !weftTypeIsFloat(m->types[t])) continue;
         for (int k = 0; k < nRoots; k++)
           for (int inPlace = 0; inPlace < 2; inPlace++)
-            failures += checkCase(comm, rank, n, m, m->counts[c], m->types[t], op, roots[k], inPlace, &b);
+            failures += checkCase(comm, rank, n, m, m->counts[c], m->types[t], op,
+                                  m->everyRoot ? k : roots[k], inPlace, &b);
       }
   free(b.send), free(b.recv), free(b.want);
   return failures;
@@ -167,7 +171,7 @@ static const weftColl_t colls[] = {weftCollBroadcast, weftCollReduce, weftCollAl
 static void everyColl(int hosts, int procs, int threads, int fullTypes) {
   for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++) {
     struct matrix m = {colls[i], smallCounts, 6, fullTypes ? allTypes : someTypes,
-                       fullTypes ? 10 : 4};
+                       fullTypes ? 10 : 4, 0};
     runEveryAlgo(hosts, procs, threads, &m);
   }
 }
@@ -181,6 +185,51 @@ Test(collectives, procs_5) { everyColl(0, 5, 1, 0); }
 Test(collectives, mixed_2x2) { everyColl(0, 2, 2, 0); }
 Test(collectives, hosts_2x2) { everyColl(2, 2, 1, 0); }
 Test(collectives, hosts_3x1) { everyColl(3, 1, 1, 0); }
+
+/* ---- the direct algorithm's paths ----
+ * WEFT_ALGO=direct for every collective, with chunks of 16 KiB so that counts cross chunk
+ * boundaries (and ReduceScatter's rounds, of 16 KiB / n per part): the one-round path (at most
+ * 16 KiB through the segment per rank), staged chunks (processes without cross-memory attach)
+ * and in place (threads of one process; processes with cross-memory attach from the smallest
+ * size, WEFT_DIRECT_CMA_MIN_BYTES=0; both in one communicator for mixed ranks). Every root. */
+static const size_t directCounts[] = {0, 1, 7, 1021, 4099, 12301, 40009};
+enum directMode { DIRECT_THREADS, DIRECT_STAGED, DIRECT_CMA };
+
+static void directEveryColl(int procs, int threads, enum directMode mode, int fullTypes) {
+  if (mode == DIRECT_CMA) SKIP_UNLESS("cma");
+  setenv("WEFT_DIRECT_CHUNK_BYTES", "16384", 1);
+  setenv("WEFT_DIRECT_CMA", mode == DIRECT_STAGED ? "0" : "1", 1);
+  setenv("WEFT_DIRECT_CMA_MIN_BYTES", "0", 1);
+  setenv("WEFT_ALGO", "direct", 1);
+  for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++) {
+    struct matrix m = {colls[i], directCounts, 7, fullTypes ? allTypes : someTypes,
+                       fullTypes ? 10 : 4, 1};
+    long failures = runRanks(procs, threads, matrixBody, &m, 600);
+    cr_expect_eq(failures, 0, "%s: %ld failures with %d x %d ranks, WEFT_ALGO=direct (mode %d)",
+                 weftCollName(m.coll), failures, procs, threads, mode);
+  }
+  unsetenv("WEFT_ALGO");
+  unsetenv("WEFT_DIRECT_CHUNK_BYTES");
+  unsetenv("WEFT_DIRECT_CMA");
+  unsetenv("WEFT_DIRECT_CMA_MIN_BYTES");
+  char names[512];
+  int left = segmentsLeft(names, sizeof names);
+  cr_expect_eq(left, 0, "%d weft segments left in /dev/shm:%s", left, names);
+}
+
+Test(collectives, direct_threads_1) { directEveryColl(1, 1, DIRECT_THREADS, 1); }
+Test(collectives, direct_threads_2) { directEveryColl(1, 2, DIRECT_THREADS, 1); }
+Test(collectives, direct_threads_3) { directEveryColl(1, 3, DIRECT_THREADS, 1); }
+Test(collectives, direct_threads_4) { directEveryColl(1, 4, DIRECT_THREADS, 0); }
+Test(collectives, direct_threads_8) { directEveryColl(1, 8, DIRECT_THREADS, 0); }
+Test(collectives, direct_procs_2_staged) { directEveryColl(2, 1, DIRECT_STAGED, 1); }
+Test(collectives, direct_procs_3_staged) { directEveryColl(3, 1, DIRECT_STAGED, 1); }
+Test(collectives, direct_procs_4_staged) { directEveryColl(4, 1, DIRECT_STAGED, 0); }
+Test(collectives, direct_procs_8_staged) { directEveryColl(8, 1, DIRECT_STAGED, 0); }
+Test(collectives, direct_procs_2_cma) { directEveryColl(2, 1, DIRECT_CMA, 1); }
+Test(collectives, direct_procs_3_cma) { directEveryColl(3, 1, DIRECT_CMA, 1); }
+Test(collectives, direct_procs_4_cma) { directEveryColl(4, 1, DIRECT_CMA, 0); }
+Test(collectives, direct_mixed_2x2_cma) { directEveryColl(2, 2, DIRECT_CMA, 0); }
 
 /* Arguments each collective refuses, with its own message. */
 static long refusalsBody(weftComm_t comm, int rank, int n, void *arg) {

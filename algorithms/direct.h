@@ -1,0 +1,143 @@
+/* What the files of the direct algorithm share (algorithms/direct*.c): the segment's layout,
+ * the rounds every collective is made of, and the helpers that read peers' memory.
+ * - direct.c: init (segment, cross-memory attach probe), finalize, dispatch, the ops table;
+ * - direct_sync.c: flags, waits (liveness, fail word, timeouts naming late ranks), signatures;
+ * - direct_peer.c: peer memory (pointer or process_vm_readv/writev), reductions in rank order;
+ * - direct_allreduce.c: AllReduce; direct_coll.c: Broadcast, Reduce, AllGather, ReduceScatter.
+ * A round is one step every rank takes: it raises its flags of the round in turn (POSTED,
+ * then REDUCED, DONE where the collective needs them), and a flag's value is the round. Every
+ * round starts with POSTED and a wait for every rank's POSTED (weftDirectArrive), and a rank
+ * posts round s + 1 only after it finished round s, so a rank in round s + 2 knows that every
+ * rank is done with round s: staging halves and result halves (by round parity) are never
+ * overwritten while read, and addresses published for round s stay valid while it is read. */
+#ifndef WEFT_DIRECT_H_
+#define WEFT_DIRECT_H_
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h"
+#include "shmseg.h"
+
+/* Calls whose data per rank through the segment is at most this take the one-round paths. */
+#define DIRECT_SMALL_BYTES 16384
+/* Pieces of peers' buffers read through process_vm_readv fit in the cache. */
+#define DIRECT_BOUNCE_BYTES (256 * 1024)
+
+enum { FLAG_POSTED, FLAG_REDUCED, FLAG_DONE, FLAG_COUNT };
+
+/* The fail word (in rank 0's block): reason << 56 | (noticer + 1) << 28 | (culprit + 1). */
+enum { FAIL_DEAD = 1, FAIL_ABORTED = 2 };
+
+/* One per rank, in the segment; only its rank writes it (rank 0's fail word excepted). */
+struct directCtrl {
+  _Alignas(64) _Atomic uint64_t flag[FLAG_COUNT][8]; /* [i][0] used; the rest pads to a line */
+  _Alignas(64) uint64_t sendAddr, recvAddr; /* in-place paths: this round's buffers */
+  _Atomic uint64_t opSeq;  /* the operation this rank is in (for timeout messages) */
+  _Atomic uint64_t fail;   /* rank 0's only: see the fail word */
+  _Atomic uint64_t sig[2][3]; /* [op parity]: seq, count, weftSigWhat << 16 | type << 8 | op */
+};
+
+/* Whether a flag value has reached round seq (modulo 2^32: ranks are never 2^31 apart). */
+static inline int weftDirectReached(uint64_t flagValue, uint64_t seq) {
+  return (int32_t)((uint32_t)flagValue - (uint32_t)seq) >= 0;
+}
+
+struct directState {
+  char *seg;
+  size_t segBytes;
+  char name[WEFT_SHM_NAME_BYTES];
+  int named;
+  int n, me;
+  size_t chunkBytes; /* staging per rank and round parity */
+  size_t cmaMinBytes;
+  int samePid;  /* every rank is a thread of this process */
+  int cmaOk;    /* every rank can read and write every other rank's memory (process_vm_*) */
+  int *pids;    /* by rank */
+  uint32_t sigHash; /* of the running operation, in the high half of every flag value */
+  _Atomic int *abortFlag; /* the communicator's */
+  int64_t lastLivenessMs;
+  uint64_t seq; /* rounds done */
+  struct directCtrl *ctrl;
+  char *staging; /* [rank][2][chunkBytes] */
+  char *result;  /* [2][chunkBytes] */
+  char *bounce;  /* DIRECT_BOUNCE_BYTES: a peer's piece read with process_vm_readv */
+  char *accum;   /* DIRECT_BOUNCE_BYTES: a piece being reduced where its destination cannot be */
+  const char **inputs; /* [n]: scratch for one reduction's inputs */
+  uint64_t *addrs;     /* [n]: scratch for one reduction's inputs in peers' memory */
+};
+
+/* ---- direct_sync.c ---- */
+/* Raises this rank's flag to round seq (release: what it wrote before is visible). */
+void weftDirectPost(struct directState *s, int flag, uint64_t seq);
+/* Waits until every other rank's flag reached seq. A wait that lasts checks the fail word
+ * and the liveness of the rank it waits for; a timeout names every rank not there yet. */
+weftResult_t weftDirectWaitAll(struct weftComm *comm, struct directState *s, int flag, uint64_t seq);
+/* The start of round seq: post, wait for every rank's post; on an operation's first round
+ * (first != 0) compare every rank's signature with mine, so a mismatch fails on every rank
+ * before any data is combined. */
+weftResult_t weftDirectArrive(struct weftComm *comm, struct directState *s,
+                              const struct weftCollArgs *a, uint64_t seq, int first);
+/* The first rank to see a failure writes it where every waiter reads it. */
+void weftDirectPublishFail(struct directState *s, int reason, int culprit);
+/* The ops' begin and watch (lib/algo.h). */
+void weftDirectBegin(void *state, const struct weftCollArgs *a);
+weftResult_t weftDirectWatch(void *state, struct weftComm *comm);
+
+/* ---- direct_peer.c ---- */
+/* Rank `rank`'s staging half of round seq. */
+static inline char *weftDirectStagingOf(struct directState *s, int rank, uint64_t seq) {
+  return s->staging + ((size_t)rank * 2 + (seq & 1)) * s->chunkBytes;
+}
+/* Whether rank's memory is this process's (a thread of it, or this rank). */
+static inline int weftDirectIsLocal(const struct directState *s, int rank) {
+  return s->pids[rank] == s->pids[s->me];
+}
+/* Whether a call that puts `bytes` per rank through the segment reads peers in place instead. */
+static inline int weftDirectInPlace(const struct directState *s, size_t bytes) {
+  return bytes > DIRECT_SMALL_BYTES && (s->samePid || (s->cmaOk && bytes >= s->cmaMinBytes));
+}
+/* Copies between a peer's address and local memory: memcpy for a thread of this process,
+ * process_vm_readv / process_vm_writev otherwise. */
+weftResult_t weftDirectPeerRead(struct directState *s, int rank, void *dst, uint64_t addr,
+                                size_t bytes);
+weftResult_t weftDirectPeerWrite(struct directState *s, int rank, uint64_t addr, const void *src,
+                                 size_t bytes);
+/* dst = inputs[0] op inputs[1] op ... op inputs[n-1], in rank order; the last step final
+ * (avg divides by n). dst may be inputs[0], never another input. */
+void weftDirectReduceAll(char *dst, const char *const *inputs, int n, size_t count,
+                         const struct weftCollArgs *a);
+/* The same for count elements (at most a bounce buffer's) at addrs[r] in rank r's memory:
+ * a thread's read in place, another process's through the bounce buffer. dst is local and may
+ * be any input's address (then the piece is reduced aside and copied in at the end). */
+weftResult_t weftDirectReducePeers(struct directState *s, const struct weftCollArgs *a,
+                                   const uint64_t *addrs, size_t count, char *dst);
+/* Elements [*first, *first + *len) of `count` that rank `who` of n reduces; 64-byte aligned. */
+void weftDirectSliceOf(size_t count, size_t typeSize, int n, int who, size_t *first, size_t *len);
+
+/* ---- costs (microseconds, pure: every rank computes the same) ---- */
+/* One round's synchronisation: ~0.2 us per peer when every rank has a core, a scheduler
+ * round trip (~0.7 us per rank) when ranks outnumber cores (calibrated on a 2-core x86 host). */
+static inline double weftDirectSyncUs(const struct weftComm *comm, int n) {
+  return comm->oversubscribed ? 0.7 * n : 0.2 * (n - 1) + 0.1;
+}
+
+/* ---- the collectives ---- */
+weftResult_t weftDirectAllReduce(struct weftComm *comm, struct directState *s,
+                                 const struct weftCollArgs *a);
+double weftDirectAllReduceCost(const struct directState *s, const struct weftComm *comm,
+                               const struct weftCollArgs *a);
+weftResult_t weftDirectBroadcast(struct weftComm *comm, struct directState *s,
+                                 const struct weftCollArgs *a);
+weftResult_t weftDirectReduce(struct weftComm *comm, struct directState *s,
+                              const struct weftCollArgs *a);
+weftResult_t weftDirectAllGather(struct weftComm *comm, struct directState *s,
+                                 const struct weftCollArgs *a);
+weftResult_t weftDirectReduceScatter(struct weftComm *comm, struct directState *s,
+                                     const struct weftCollArgs *a);
+/* Broadcast, Reduce, AllGather, ReduceScatter (direct_coll.c). */
+double weftDirectCollCost(const struct directState *s, const struct weftComm *comm,
+                          const struct weftCollArgs *a);
+
+#endif

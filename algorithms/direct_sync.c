@@ -1,0 +1,223 @@
+/* The direct algorithm's synchronisation and fault detection (see direct.c for the whole).
+ * A flag's value is the round (low 32 bits, compared modulo 2^32) and a 32-bit hash of the
+ * operation's signature (sequence, collective, root, count, datatype, op) in the high bits;
+ * the full signature sits in a line only its writer touches on the fast path. After an
+ * operation's first wait for every rank's post, each rank compares every hash with its own
+ * (free: the flag lines are already here), so mismatched calls fail on every rank
+ * (weftInvalidUsage, both signatures in the message) before any data is combined. A wait that
+ * lasts looks, every DIRECT_LIVENESS_MS, whether the rank it waits for still exists, and reads
+ * the segment's fail word: the first rank that finds a peer dead (or is aborted) writes it
+ * there, so every other waiter fails within milliseconds, wherever it waits. A timeout names
+ * every rank that had not arrived and the operation it was at. */
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "bootstrap.h"
+#include "check.h"
+#include "direct.h"
+#include "prims.h"
+
+#define DIRECT_LIVENESS_MS 50
+
+/* Each rank maps the shared segment at its own address, so ThreadSanitizer cannot pair a
+ * release of a flag through one mapping with its acquire through another, and reports the
+ * user buffers that the flags order (read in place by threads of one process) as races.
+ * Under TSan only, the handoff is also told to it on one process-wide object. */
+#if defined(__SANITIZE_THREAD__)
+#define DIRECT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DIRECT_TSAN 1
+#endif
+#endif
+#ifdef DIRECT_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+static char directTsanSync;
+#define DIRECT_TSAN_RELEASE() __tsan_release(&directTsanSync)
+#define DIRECT_TSAN_ACQUIRE() __tsan_acquire(&directTsanSync)
+#else
+#define DIRECT_TSAN_RELEASE() ((void)0)
+#define DIRECT_TSAN_ACQUIRE() ((void)0)
+#endif
+
+void weftDirectPost(struct directState *s, int flag, uint64_t seq) {
+  DIRECT_TSAN_RELEASE();
+  atomic_store_explicit(&s->ctrl[s->me].flag[flag][0],
+                        (uint64_t)s->sigHash << 32 | (uint32_t)seq, memory_order_release);
+}
+
+void weftDirectPublishFail(struct directState *s, int reason, int culprit) {
+  uint64_t word = (uint64_t)reason << 56 | (uint64_t)(s->me + 1) << 28 | (uint64_t)(culprit + 1);
+  uint64_t none = 0;
+  atomic_compare_exchange_strong(&s->ctrl[0].fail, &none, word);
+}
+
+static const char *hostOf(const struct weftComm *comm, int rank) {
+  return comm->peers != NULL ? comm->peers[rank].hostname : "?";
+}
+
+/* The failure another rank published in the fail word. */
+static weftResult_t publishedFailure(struct weftComm *comm, struct directState *s, uint64_t word) {
+  int reason = (int)(word >> 56), noticer = (int)((word >> 28) & 0xfffffff) - 1;
+  int culprit = (int)(word & 0xfffffff) - 1;
+  if (culprit < 0 || culprit >= s->n || noticer < 0 || noticer >= s->n) culprit = noticer = 0;
+  if (reason == FAIL_ABORTED)
+    return weftSetError(weftRemoteError,
+                        "direct: rank %d (pid %d on host %s) aborted its communicator during "
+                        "operation %llu", culprit, s->pids[culprit], hostOf(comm, culprit),
+                        (unsigned long long)comm->opSeq);
+  return weftSetError(weftRemoteError,
+                      "direct: rank %d (pid %d on host %s) died during operation %llu (noticed "
+                      "by rank %d)", culprit, s->pids[culprit], hostOf(comm, culprit),
+                      (unsigned long long)comm->opSeq, noticer);
+}
+
+/* A wait that lasts for rank r's flag to reach seq: has another rank published a failure, or
+ * is r dead? */
+static weftResult_t checkPeers(struct weftComm *comm, struct directState *s, int r, int flag,
+                               uint64_t seq) {
+  uint64_t word = atomic_load_explicit(&s->ctrl[0].fail, memory_order_acquire);
+  if (word != 0) return publishedFailure(comm, s, word);
+  if (s->samePid) return weftSuccess;
+  int64_t now = weftNowMs();
+  if (now - s->lastLivenessMs < DIRECT_LIVENESS_MS) return weftSuccess;
+  s->lastLivenessMs = now;
+  if (!weftProcessGone(s->pids[r])) return weftSuccess;
+  /* A rank that raised the flag and then finished its operation and exited (its last step
+   * lets it go while slower ranks still read flags) is gone, not dead to this wait. */
+  if (weftDirectReached(atomic_load_explicit(&s->ctrl[r].flag[flag][0], memory_order_acquire), seq))
+    return weftSuccess;
+  weftDirectPublishFail(s, FAIL_DEAD, r);
+  return weftSetError(weftRemoteError, "direct: rank %d (pid %d on host %s) died during operation %llu",
+                      r, s->pids[r], hostOf(comm, r), (unsigned long long)comm->opSeq);
+}
+
+/* A wait failed with rc: a timeout names every rank not yet at this point; an abort tells
+ * the others. */
+static weftResult_t waitFailed(struct weftComm *comm, struct directState *s, int flag,
+                               uint64_t seq, const char *what, weftResult_t rc) {
+  if (weftCommAborted(comm)) {
+    weftDirectPublishFail(s, FAIL_ABORTED, s->me);
+    return rc;
+  }
+  if (rc != weftTimeout) return rc;
+  char late[512] = "";
+  size_t o = 0;
+  int nlate = 0;
+  for (int r = 0; r < s->n; r++) {
+    if (r == s->me || weftDirectReached(atomic_load(&s->ctrl[r].flag[flag][0]), seq)) continue;
+    unsigned long long at = (unsigned long long)atomic_load(&s->ctrl[r].opSeq);
+    if (o < sizeof late)
+      o += (size_t)snprintf(late + o, sizeof late - o, "%srank %d (pid %d, at operation %llu%s)",
+                            nlate ? ", " : "", r, s->pids[r], at,
+                            at < comm->opSeq ? ": has not called it" : "");
+    nlate++;
+  }
+  return weftSetError(weftTimeout,
+                      "direct: rank %d timed out after %lld ms at operation %llu, %s %s; set "
+                      "WEFT_TIMEOUT_MS to wait longer",
+                      s->me, (long long)comm->timeoutMs, (unsigned long long)comm->opSeq, what,
+                      late);
+}
+
+weftResult_t weftDirectWaitAll(struct weftComm *comm, struct directState *s, int flag, uint64_t seq) {
+  static const char *const what[] = {"waiting for the input of", "waiting for the reduction of",
+                                     "waiting for the end of"};
+  for (int r = 0; r < s->n; r++) {
+    if (r == s->me) continue;
+    struct weftWaiter w;
+    weftWaitStart(&w, comm);
+    while (!weftDirectReached(atomic_load_explicit(&s->ctrl[r].flag[flag][0], memory_order_acquire), seq)) {
+      weftResult_t rc = weftWaitPause(&w, what[flag], r);
+      /* past the spin phase only (deadlineMs is set then): spinning stays cheap. checkPeers
+       * is one load of the fail word, and a liveness check every DIRECT_LIVENESS_MS. */
+      if (rc == weftSuccess && w.deadlineMs != 0) rc = checkPeers(comm, s, r, flag, seq);
+      if (rc != weftSuccess) return waitFailed(comm, s, flag, seq, what[flag], rc);
+    }
+    weftWaitDone(&w);
+  }
+  DIRECT_TSAN_ACQUIRE();
+  return weftSuccess;
+}
+
+/* Before the first post of an operation: what this rank was asked to do. */
+static void publishSig(struct directState *s, const struct weftCollArgs *a) {
+  struct directCtrl *c = &s->ctrl[s->me];
+  _Atomic uint64_t *sig = c->sig[a->seq & 1];
+  uint64_t what = weftSigWhat(a->coll, a->root) << 16 | (uint64_t)a->type << 8 | (uint64_t)a->op;
+  atomic_store_explicit(&sig[0], a->seq, memory_order_relaxed);
+  atomic_store_explicit(&sig[1], a->count, memory_order_relaxed);
+  atomic_store_explicit(&sig[2], what, memory_order_relaxed);
+  atomic_store_explicit(&c->opSeq, a->seq, memory_order_release); /* after sig: see weftDirectWatch */
+  uint64_t h = a->seq * 0x9e3779b97f4a7c15ULL ^ a->count * 0xc2b2ae3d27d4eb4fULL ^ what;
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  s->sigHash = (uint32_t)(h >> 32);
+}
+
+static void readSig(struct directState *s, int rank, int par, uint64_t sig[3]) {
+  for (int k = 0; k < 3; k++) sig[k] = atomic_load_explicit(&s->ctrl[rank].sig[par][k], memory_order_relaxed);
+}
+
+/* sig: seq, count, weftSigWhat << 16 | type << 8 | op (publishSig). */
+static void describeDirectSig(const uint64_t sig[3], char *buf, size_t len) {
+  char call[160];
+  weftSigDescribe(sig[1] << 16 | (sig[2] & 0xffff), sig[2] >> 16, call, sizeof call);
+  snprintf(buf, len, "%s (its operation %llu)", call, (unsigned long long)sig[0]);
+}
+
+static weftResult_t sigMismatch(struct directState *s, int r, const uint64_t mine[3],
+                                const uint64_t sig[3]) {
+  char a[192], b[192];
+  describeDirectSig(mine, a, sizeof a);
+  describeDirectSig(sig, b, sizeof b);
+  return weftSetError(weftInvalidUsage,
+                      "mismatched collectives at operation %llu: rank %d called %s, rank %d "
+                      "called %s", (unsigned long long)mine[0], s->me, a, r, b);
+}
+
+/* After the first wait for every rank's post: every signature is the same as mine. A rank
+ * that runs one operation ahead or behind shows up as a different sequence number. */
+static weftResult_t checkSigs(struct directState *s, const struct weftCollArgs *a,
+                              uint64_t seq) {
+  int par = (int)(a->seq & 1);
+  uint64_t mine[3], sig[3];
+  for (int r = 0; r < s->n; r++) {
+    uint64_t v = atomic_load_explicit(&s->ctrl[r].flag[FLAG_POSTED][0], memory_order_relaxed);
+    /* A rank already at a later round compared its hash with mine and found them equal. */
+    if (r == s->me || (uint32_t)(v >> 32) == s->sigHash || (uint32_t)v != (uint32_t)seq) continue;
+    readSig(s, s->me, par, mine);
+    readSig(s, r, par, sig);
+    return sigMismatch(s, r, mine, sig);
+  }
+  return weftSuccess;
+}
+
+weftResult_t weftDirectArrive(struct weftComm *comm, struct directState *s,
+                              const struct weftCollArgs *a, uint64_t seq, int first) {
+  weftDirectPost(s, FLAG_POSTED, seq);
+  WEFTCHECK(weftDirectWaitAll(comm, s, FLAG_POSTED, seq));
+  return first ? checkSigs(s, a, seq) : weftSuccess;
+}
+
+/* Every collective publishes its signature here, whichever algorithm runs it. */
+void weftDirectBegin(void *state, const struct weftCollArgs *a) { publishSig(state, a); }
+
+/* A lasting wait, whichever algorithm: a rank at my operation that published another
+ * signature (the ranks may even run different algorithms, chosen by their different sizes). */
+weftResult_t weftDirectWatch(void *state, struct weftComm *comm) {
+  struct directState *s = state;
+  uint64_t seq = comm->opSeq, mine[3], sig[3];
+  int par = (int)(seq & 1);
+  readSig(s, s->me, par, mine);
+  if (mine[0] != seq) return weftSuccess; /* not in a collective (init) */
+  for (int r = 0; r < s->n; r++) {
+    if (r == s->me || atomic_load_explicit(&s->ctrl[r].opSeq, memory_order_acquire) != seq) continue;
+    readSig(s, r, par, sig);
+    /* rank r cannot pass operation seq + 1 without me, so sig[par] is still seq's */
+    if (sig[0] == mine[0] && sig[1] == mine[1] && sig[2] == mine[2]) continue;
+    return sigMismatch(s, r, mine, sig);
+  }
+  return weftSuccess;
+}
