@@ -9,6 +9,7 @@
 #include "check.h"
 #include "core.h"
 #include "param.h"
+#include "redop.h"
 #include "reduce.h"
 
 /* The flight recorder's clock: CLOCK_MONOTONIC_COARSE costs ~12 ns where CLOCK_MONOTONIC
@@ -67,19 +68,12 @@ void weftFlightDump(struct weftComm *comm, const char *why) {
   fflush(stderr);
 }
 
-/* Runs one validated collective to its end, in the caller's thread or a non-blocking
- * communicator's operation thread. */
-static weftResult_t collRun(struct weftComm *comm, struct weftCollArgs args) {
-  /* A plain store, not a locked add: one thread calls collectives on a communicator, and
-   * weftCommAbort only has to see calls that are already waiting (see weftCommAbort). */
-  atomic_store_explicit(&comm->busy, 1, memory_order_release);
+/* Tunes, records and runs one validated collective (its PreMulSum input scaled first). */
+static weftResult_t collRunAlgo(struct weftComm *comm, struct weftCollArgs args) {
   weftResult_t rc;
+  if (args.op == WEFT_OP_PREMULSUM) weftRedOpApply(comm, &args); /* scale, then a Sum */
   int algo = weftTuneChoose(comm, &args);
-  if (algo < 0) {
-    rc = weftReportTo(comm, weftTuneNoAlgorithm(comm, args.coll));
-    atomic_store_explicit(&comm->busy, 0, memory_order_release);
-    return rc;
-  }
+  if (algo < 0) return weftReportTo(comm, weftTuneNoAlgorithm(comm, args.coll));
   args.seq = ++comm->opSeq;
   INFO(WEFT_COLL, "%s: opCount %llu sendbuff %p recvbuff %p count %zu datatype %s op %s root %d "
        "comm %p [nranks=%d] algorithm %s", weftCollName(args.coll), (unsigned long long)args.seq,
@@ -101,7 +95,17 @@ static weftResult_t collRun(struct weftComm *comm, struct weftCollArgs args) {
     if (rc == weftTimeout && weftParamFlightRecorder()) weftFlightDump(comm, weftThreadLastError());
     rc = weftCommFail(comm, rc);
   }
-  rc = weftReportTo(comm, rc);
+  return weftReportTo(comm, rc);
+}
+
+/* Runs one validated collective to its end, in the caller's thread or a non-blocking
+ * communicator's operation thread. */
+static weftResult_t collRun(struct weftComm *comm, struct weftCollArgs args) {
+  /* A plain store, not a locked add: one thread calls collectives on a communicator, and
+   * weftCommAbort only has to see calls that are already waiting (see weftCommAbort). */
+  atomic_store_explicit(&comm->busy, 1, memory_order_release);
+  weftResult_t rc = collRunAlgo(comm, args);
+  if (args.op == WEFT_OP_PREMULSUM) weftRedOpEnd(comm);
   atomic_store_explicit(&comm->busy, 0, memory_order_release);
   return rc;
 }
@@ -128,6 +132,7 @@ static weftResult_t collStart(struct weftComm *comm, const struct weftCollArgs *
   int err = pthread_create(&comm->opThread, NULL, opThreadMain, comm);
   if (err != 0) {
     atomic_store(&comm->opInFlight, 0);
+    if (args->op == WEFT_OP_PREMULSUM) weftRedOpEnd(comm);
     return weftReportTo(comm, weftSetSysError(err, "%s: pthread_create", api));
   }
   atomic_store(&comm->opThreadStarted, 1);
@@ -142,6 +147,8 @@ static weftResult_t collCall(weftComm_t comm, const char *api, struct weftCollAr
   if (rc == weftSuccess) rc = checkUsable(comm, api);
   if (rc != weftSuccess) return weftReportTo(comm, rc);
   if (args.count == 0) return weftSuccess;
+  rc = weftRedOpBegin(comm, &args); /* a PreMulSum op: in use from here to the end */
+  if (rc != weftSuccess) return weftReportTo(comm, rc);
   return comm->nonblocking ? collStart(comm, &args, api) : collRun(comm, args);
 }
 

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "core.h"
 #include "param.h"
+#include "redop.h"
 #include "settings.h"
 #include "shmseg.h"
 #include "socket.h"
@@ -106,6 +107,7 @@ static void commFree(struct weftComm *comm) {
   free(comm->peers);
   weftSplitFree(comm->split);
   free(comm->watchSeen);
+  weftRedOpsFree(comm->redOps);
   comm->magic = 0;
   free(comm);
 }
