@@ -56,17 +56,31 @@ typedef enum {
   weftFloat32 = 7, weftFloat = 7,
   weftFloat64 = 8, weftDouble = 8,
   weftBfloat16 = 9,
-  weftNumTypes = 10
+  /* OCP FP8 (NCCL's values): e4m3 is the finite "fn" variant (bias 7, largest 448, NaN
+   * 0x7f / 0xff, no infinities), e5m2 IEEE-like (bias 15, largest 57344, infinities, NaNs).
+   * Reduced in fp32, rounded to nearest even and saturating: a result beyond the largest finite
+   * value (an infinity too) becomes it, as NCCL's fp8 (CUDA's __NV_SATFINITE); a NaN is 0x7f. */
+  weftFloat8e4m3 = 10,
+  weftFloat8e5m2 = 11,
+  weftNumTypes = 12
 } weftDataType_t;
 
+/* The built-in ops, and from 256 up the ops made by weftRedOpCreatePreMulSum. */
 typedef enum {
   weftSum = 0,
   weftProd = 1,
   weftMax = 2,
   weftMin = 3,
   weftAvg = 4,
-  weftNumOps = 5
+  weftNumOps = 5,
+  weftMaxRedOp = 0x7fffffff /* the enum holds every op handle */
 } weftRedOp_t;
+
+/* Where the scalar of weftRedOpCreatePreMulSum lives (NCCL's ncclScalarResidence_t). */
+typedef enum {
+  weftScalarDevice = 0,        /* device memory: refused, this build has no device */
+  weftScalarHostImmediate = 1  /* host memory, read once when the op is created */
+} weftScalarResidence_t;
 
 /* The collectives, for weftCommGetCollAlgorithm (weft extension). */
 typedef enum {
@@ -249,6 +263,23 @@ WEFT_API weftResult_t weftRecv(void *recvbuff, size_t count, weftDataType_t data
  * (weftCommGetAsyncError). */
 WEFT_API weftResult_t weftGroupStart(void);
 WEFT_API weftResult_t weftGroupEnd(void);
+/* A new op for comm: result = sum over ranks of (*scalar * input of that rank), for
+ * weftAllReduce, weftReduce and weftReduceScatter on comm with datatype only (anything else is
+ * weftInvalidArgument). *scalar is a value of datatype, copied at once (residence must be
+ * weftScalarHostImmediate). Each product is datatype's multiplication (fp16, bf16, fp8 in
+ * fp32, rounded once to the type; integers wrap, signed ones as two's complement), then the
+ * products are summed as weftSum does. The collective first writes the scaled input (into
+ * recvbuff where it has room, else into a buffer of the communicator's, kept until it is
+ * destroyed): one more pass over the input. Not collective; ranks may pass different
+ * scalars. At most 256 ops live per communicator. *op is written only on success. */
+WEFT_API weftResult_t weftRedOpCreatePreMulSum(weftRedOp_t *op, void *scalar,
+                                               weftDataType_t datatype,
+                                               weftScalarResidence_t residence, weftComm_t comm);
+/* Frees op, made by weftRedOpCreatePreMulSum on comm. A built-in op, an op of another
+ * communicator, or one already destroyed is weftInvalidArgument; an op a collective in
+ * progress uses (a blocking one in another thread, or a non-blocking one not yet complete) is
+ * weftInvalidUsage. weftCommDestroy frees the ops left. */
+WEFT_API weftResult_t weftRedOpDestroy(weftRedOp_t op, weftComm_t comm);
 
 /* weft extension (not in NCCL): *name = the algorithm ("ring", "tree", "hier", "direct", ...)
  * that collective coll on this communicator would run for count elements of datatype (count
@@ -300,6 +331,8 @@ WEFT_API __typeof__(weftSend) pweftSend;
 WEFT_API __typeof__(weftRecv) pweftRecv;
 WEFT_API __typeof__(weftGroupStart) pweftGroupStart;
 WEFT_API __typeof__(weftGroupEnd) pweftGroupEnd;
+WEFT_API __typeof__(weftRedOpCreatePreMulSum) pweftRedOpCreatePreMulSum;
+WEFT_API __typeof__(weftRedOpDestroy) pweftRedOpDestroy;
 WEFT_API __typeof__(weftCommGetAlgorithm) pweftCommGetAlgorithm;
 WEFT_API __typeof__(weftCommGetCollAlgorithm) pweftCommGetCollAlgorithm;
 WEFT_API __typeof__(weftGetErrorString) pweftGetErrorString;

@@ -10,6 +10,7 @@
 #include "core.h"
 #include "group.h"
 #include "param.h"
+#include "redop.h"
 #include "reduce.h"
 
 /* The flight recorder's clock: CLOCK_MONOTONIC_COARSE costs ~12 ns where CLOCK_MONOTONIC
@@ -68,19 +69,12 @@ void weftFlightDump(struct weftComm *comm, const char *why) {
   fflush(stderr);
 }
 
-/* Runs one validated collective to its end, in the caller's thread or a non-blocking
- * communicator's operation thread. */
-weftResult_t weftCollRun(struct weftComm *comm, struct weftCollArgs args) {
-  /* A plain store, not a locked add: one thread calls collectives on a communicator, and
-   * weftCommAbort only has to see calls that are already waiting (see weftCommAbort). */
-  atomic_store_explicit(&comm->busy, 1, memory_order_release);
+/* Tunes, records and runs one validated collective (its PreMulSum input scaled first). */
+static weftResult_t collRunAlgo(struct weftComm *comm, struct weftCollArgs args) {
   weftResult_t rc;
+  if (args.op == WEFT_OP_PREMULSUM) weftRedOpApply(comm, &args); /* scale, then a Sum */
   int algo = weftTuneChoose(comm, &args);
-  if (algo < 0) {
-    rc = weftReportTo(comm, weftTuneNoAlgorithm(comm, args.coll));
-    atomic_store_explicit(&comm->busy, 0, memory_order_release);
-    return rc;
-  }
+  if (algo < 0) return weftReportTo(comm, weftTuneNoAlgorithm(comm, args.coll));
   args.seq = ++comm->opSeq;
   INFO(WEFT_COLL, "%s: opCount %llu sendbuff %p recvbuff %p count %zu datatype %s op %s root %d "
        "comm %p [nranks=%d] algorithm %s", weftCollName(args.coll), (unsigned long long)args.seq,
@@ -102,7 +96,17 @@ weftResult_t weftCollRun(struct weftComm *comm, struct weftCollArgs args) {
     if (rc == weftTimeout && weftParamFlightRecorder()) weftFlightDump(comm, weftThreadLastError());
     rc = weftCommFail(comm, rc);
   }
-  rc = weftReportTo(comm, rc);
+  return weftReportTo(comm, rc);
+}
+
+/* Runs one validated collective to its end, in the caller's thread or a non-blocking
+ * communicator's operation thread. */
+weftResult_t weftCollRun(struct weftComm *comm, struct weftCollArgs args) {
+  /* A plain store, not a locked add: one thread calls collectives on a communicator, and
+   * weftCommAbort only has to see calls that are already waiting (see weftCommAbort). */
+  atomic_store_explicit(&comm->busy, 1, memory_order_release);
+  weftResult_t rc = collRunAlgo(comm, args);
+  if (args.op == WEFT_OP_PREMULSUM) weftRedOpEnd(comm);
   atomic_store_explicit(&comm->busy, 0, memory_order_release);
   return rc;
 }
@@ -115,6 +119,8 @@ static weftResult_t collCall(weftComm_t comm, const char *api, struct weftCollAr
   if (rc == weftSuccess) rc = weftCheckUsable(comm, api);
   if (rc != weftSuccess) return weftReportTo(comm, weftGroupRefused(rc));
   if (args.count == 0) return weftSuccess;
+  rc = weftRedOpBegin(comm, &args); /* a PreMulSum op: in use from here to the end */
+  if (rc != weftSuccess) return weftReportTo(comm, weftGroupRefused(rc));
   struct weftTask task = {.comm = comm, .isColl = 1, .coll = args};
   if (weftGroupActive()) return weftReportTo(comm, weftGroupEnqueue(&task));
   return comm->nonblocking ? weftStartTasks(comm, &task, 1, api) : weftCollRun(comm, args);

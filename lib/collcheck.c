@@ -7,6 +7,7 @@
 #include "check.h"
 #include "core.h"
 #include "log.h"
+#include "redop.h"
 #include "reduce.h"
 
 static int reduces(weftColl_t coll) {
@@ -93,7 +94,12 @@ static weftResult_t checkOverlap(const struct weftCollArgs *a, const struct call
 
 weftResult_t weftCheckCall(const struct weftComm *comm, struct weftCollArgs *a) {
   const char *name = weftCollName(a->coll);
-  WEFTCHECK(weftCheckCount(a->coll, a->count, a->type, a->op, comm->nranks, &a->bytes));
+  /* A PreMulSum op is checked against comm's ops once the datatype is known to be valid;
+   * its arithmetic is a Sum's as far as the count is concerned. */
+  int userOp = reduces(a->coll) && weftRedOpIsHandle(a->op);
+  WEFTCHECK(weftCheckCount(a->coll, a->count, a->type, userOp ? weftSum : a->op, comm->nranks,
+                           &a->bytes));
+  if (userOp) WEFTCHECK(weftRedOpCheck(comm, name, a->op, a->type));
   int rooted = a->coll == weftCollBroadcast || a->coll == weftCollReduce ||
                a->coll == weftCollGather || a->coll == weftCollScatter;
   if (rooted && (a->root < 0 || a->root >= comm->nranks))

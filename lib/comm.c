@@ -14,6 +14,7 @@
 #include "core.h"
 #include "p2p.h"
 #include "param.h"
+#include "redop.h"
 #include "settings.h"
 #include "shmseg.h"
 #include "socket.h"
@@ -108,6 +109,7 @@ static void commFree(struct weftComm *comm) {
   free(comm->peers);
   weftSplitFree(comm->split);
   free(comm->watchSeen);
+  weftRedOpsFree(comm->redOps);
   comm->magic = 0;
   free(comm);
 }

@@ -124,6 +124,8 @@ struct weftComm {
   uint64_t watchBeat;   /* notes this rank sent about itself */
   int64_t watchSentMs;  /* when the last one went */
   int initDone; /* the bootstrap ring is free for notes only once init no longer uses it */
+
+  struct weftRedOps *redOps; /* PreMulSum ops and their scratch (lib/redop.c), NULL: none yet */
 };
 
 /* Waits for a non-blocking call's thread to end and reaps it (lib/group.c). */

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "lowfloat.h"
 #include "param.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -42,90 +43,33 @@
 
 /* ---- Types and names ---------------------------------------------------------------------- */
 
-static const size_t typeSizes[weftNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
-static const char *const typeNames[weftNumTypes] = {
-    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"};
-static const char *const opNames[weftNumOps] = {"sum", "prod", "max", "min", "avg"};
+/* Indexed by weftDataType_t: a type added to weft.h without a row here fails to compile. */
+static const struct {
+  size_t size;
+  const char *name; /* nccl-tests' names */
+  int isFloat;
+} types[] = {
+    [weftInt8] = {1, "int8", 0},         [weftUint8] = {1, "uint8", 0},
+    [weftInt32] = {4, "int32", 0},       [weftUint32] = {4, "uint32", 0},
+    [weftInt64] = {8, "int64", 0},       [weftUint64] = {8, "uint64", 0},
+    [weftFloat16] = {2, "half", 1},      [weftFloat32] = {4, "float", 1},
+    [weftFloat64] = {8, "double", 1},    [weftBfloat16] = {2, "bfloat16", 1},
+    [weftFloat8e4m3] = {1, "f8e4m3", 1}, [weftFloat8e5m2] = {1, "f8e5m2", 1},
+};
+_Static_assert(sizeof types / sizeof types[0] == weftNumTypes, "a row for every datatype");
+static const char *const opNames[WEFT_OP_PREMULSUM + 1] = {"sum", "prod", "max", "min", "avg",
+                                                           "premulsum"};
 
 static int validType(weftDataType_t type) { return (unsigned)type < weftNumTypes; }
-static int validOp(weftRedOp_t op) { return (unsigned)op < weftNumOps; }
+/* The built-in ops and the internal PreMulSum code (reduce.h). */
+static int validOp(weftRedOp_t op) { return (unsigned)op <= (unsigned)WEFT_OP_PREMULSUM; }
 
-size_t weftTypeSize(weftDataType_t type) { return validType(type) ? typeSizes[type] : 0; }
-int weftTypeIsFloat(weftDataType_t type) { return type >= weftFloat16 && type <= weftBfloat16; }
+size_t weftTypeSize(weftDataType_t type) { return validType(type) ? types[type].size : 0; }
+int weftTypeIsFloat(weftDataType_t type) { return validType(type) && types[type].isFloat; }
 const char *weftTypeName(weftDataType_t type) {
-  return validType(type) ? typeNames[type] : "unknown";
+  return validType(type) ? types[type].name : "unknown";
 }
 const char *weftOpName(weftRedOp_t op) { return validOp(op) ? opNames[op] : "unknown"; }
-
-/* ---- fp16 / bf16 conversions -------------------------------------------------------------- */
-
-static inline uint32_t floatBits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-static inline float bitsFloat(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* The kernels call these static versions: under -fPIC the exported functions could be
- * interposed, so the compiler would not inline them. */
-
-/* Exact. NaNs keep sign and payload and come out quiet, as VCVTPH2PS does. */
-static inline float halfToFloat(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  if (exp == 0x1f) /* Inf, NaN */
-    return bitsFloat(sign | 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0));
-  if (exp != 0) return bitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
-  if (mant == 0) return bitsFloat(sign);
-  /* Subnormal mant * 2^-24: normal in fp32; shift the leading 1 up to the implicit bit. */
-  exp = 113;
-  while (!(mant & 0x400u)) {
-    mant <<= 1;
-    exp--;
-  }
-  return bitsFloat(sign | (exp << 23) | ((mant & 0x3ffu) << 13));
-}
-
-/* Round to nearest even, as VCVTPS2PH with _MM_FROUND_TO_NEAREST_INT: overflow gives Inf,
- * small values give subnormals, NaNs keep sign and the top payload bits and come out quiet. */
-static inline uint16_t floatToHalf(float f) {
-  uint32_t u = floatBits(f);
-  uint32_t sign = (u >> 16) & 0x8000u, ax = u & 0x7fffffffu;
-  if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to Inf */
-  if (ax >= 0x38800000u) { /* normal: rebias the exponent, round at bit 13 (carries are fine) */
-    ax -= 112u << 23;
-    return (uint16_t)(sign | ((ax + 0xfffu + ((ax >> 13) & 1u)) >> 13));
-  }
-  /* Below 2^-14: the result is a multiple of 2^-24 (possibly rounding up to 2^-14). */
-  uint32_t e = ax >> 23;
-  if (e < 102) return (uint16_t)sign; /* below 2^-25: rounds to zero (2^-25 itself ties to 0) */
-  uint32_t mant = (ax & 0x7fffffu) | 0x800000u, shift = 126 - e; /* 14..24 */
-  uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (q & 1u))) q++;
-  return (uint16_t)(sign | q);
-}
-
-/* bf16 is the top half of an fp32: widening is a shift, and keeps NaNs as they are. */
-static inline float bf16ToFloat(uint16_t b) { return bitsFloat((uint32_t)b << 16); }
-
-/* Round to nearest even by adding 0x7fff plus the lowest kept bit (a carry into the exponent
- * is the correct rounding up, to Inf past the largest finite value). A NaN could round to Inf,
- * so it is truncated and made quiet instead. The SIMD kernels do the same integer steps. */
-static inline uint16_t floatToBf16(float f) {
-  uint32_t u = floatBits(f);
-  if (isnan(f)) return (uint16_t)((u >> 16) | 0x40u);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-float weftHalfToFloat(uint16_t h) { return halfToFloat(h); }
-uint16_t weftFloatToHalf(float f) { return floatToHalf(f); }
-float weftBf16ToFloat(uint16_t b) { return bf16ToFloat(b); }
-uint16_t weftFloatToBf16(float f) { return floatToBf16(f); }
 
 /* ---- Element functions: one element of every type x op; the portable kernels and the SIMD
  * tails both use them. nranks only matters to avg (the final (a+b)/nranks) and div. ---------- */
@@ -162,27 +106,19 @@ INT_ELEMENTS(u64, uint64_t, uint64_t, uint64_t)
 FLOAT_ELEMENTS(f32, float)
 FLOAT_ELEMENTS(f64, double)
 
-/* fp16 and bf16: widen to fp32, apply the fp32 function, round once. */
-#define NARROW_ELEMENTS(tag, TOF, FROMF)                                                       \
-  static inline uint16_t tag##_sum(uint16_t a, uint16_t b, int n) {                           \
-    return FROMF(f32_sum(TOF(a), TOF(b), n));                                                 \
-  }                                                                                           \
-  static inline uint16_t tag##_prod(uint16_t a, uint16_t b, int n) {                          \
-    return FROMF(f32_prod(TOF(a), TOF(b), n));                                                \
-  }                                                                                           \
-  static inline uint16_t tag##_max(uint16_t a, uint16_t b, int n) {                           \
-    return FROMF(f32_max(TOF(a), TOF(b), n));                                                 \
-  }                                                                                           \
-  static inline uint16_t tag##_min(uint16_t a, uint16_t b, int n) {                           \
-    return FROMF(f32_min(TOF(a), TOF(b), n));                                                 \
-  }                                                                                           \
-  static inline uint16_t tag##_div(uint16_t x, int n) { return FROMF(f32_div(TOF(x), n)); }   \
-  static inline uint16_t tag##_avg(uint16_t a, uint16_t b, int n) {                           \
-    return FROMF(f32_avg(TOF(a), TOF(b), n));                                                 \
-  }
+/* fp16, bf16 and fp8 (T their storage): widen to fp32, apply the fp32 function, round once. */
+#define NARROW_ELEMENTS(tag, T, TOF, FROMF)                                                    \
+  static inline T tag##_sum(T a, T b, int n) { return FROMF(f32_sum(TOF(a), TOF(b), n)); }    \
+  static inline T tag##_prod(T a, T b, int n) { return FROMF(f32_prod(TOF(a), TOF(b), n)); }  \
+  static inline T tag##_max(T a, T b, int n) { return FROMF(f32_max(TOF(a), TOF(b), n)); }    \
+  static inline T tag##_min(T a, T b, int n) { return FROMF(f32_min(TOF(a), TOF(b), n)); }    \
+  static inline T tag##_div(T x, int n) { return FROMF(f32_div(TOF(x), n)); }                 \
+  static inline T tag##_avg(T a, T b, int n) { return FROMF(f32_avg(TOF(a), TOF(b), n)); }
 
-NARROW_ELEMENTS(f16, halfToFloat, floatToHalf)
-NARROW_ELEMENTS(bf16, bf16ToFloat, floatToBf16)
+NARROW_ELEMENTS(f16, uint16_t, halfToFloat, floatToHalf)
+NARROW_ELEMENTS(bf16, uint16_t, bf16ToFloat, floatToBf16)
+NARROW_ELEMENTS(e4m3, uint8_t, e4m3ToFloat, floatToE4m3)
+NARROW_ELEMENTS(e5m2, uint8_t, e5m2ToFloat, floatToE5m2)
 
 /* ---- Kernels ------------------------------------------------------------------------------ */
 
@@ -223,7 +159,8 @@ struct kernelSet {
   typedef int64_t i64_v##W __attribute__((vector_size(W)));                                   \
   typedef uint64_t u64_v##W __attribute__((vector_size(W)));                                  \
   typedef float f32_v##W __attribute__((vector_size(W)));                                     \
-  typedef double f64_v##W __attribute__((vector_size(W)));
+  typedef double f64_v##W __attribute__((vector_size(W)));                                    \
+  typedef uint8_t u8q_v##W __attribute__((vector_size(W / 4))); /* fp8 codes of W bytes of fp32 */
 VEC_TYPES(16)
 VEC_TYPES(32)
 VEC_TYPES(64)
@@ -295,9 +232,11 @@ VEC_TYPES(64)
   static const struct kernelSet set##Kernels = {                                             \
       #set,                                                                                   \
       {ROW(i8, set), ROW(u8, set), ROW(i32, set), ROW(u32, set), ROW(i64, set),               \
-       ROW(u64, set), ROW(f16, set), ROW(f32, set), ROW(f64, set), ROW(bf16, set)},           \
+       ROW(u64, set), ROW(f16, set), ROW(f32, set), ROW(f64, set), ROW(bf16, set),            \
+       ROW(e4m3, set), ROW(e5m2, set)},                                                       \
       {i8_div_##set, u8_div_##set, i32_div_##set, u32_div_##set, i64_div_##set,               \
-       u64_div_##set, f16_div_##set, f32_div_##set, f64_div_##set, bf16_div_##set}};
+       u64_div_##set, f16_div_##set, f32_div_##set, f64_div_##set, bf16_div_##set,            \
+       e4m3_div_##set, e5m2_div_##set}};
 
 #define FLOAT_KERNELS(tag, T, set, ATTR, W)                                                    \
   VEC_BINARY(tag##_sum_##set, ATTR, T, tag##_v##W, VX_FSUM, tag##_sum)                        \
@@ -314,12 +253,64 @@ VEC_TYPES(64)
   BINARY_LOOP(tag##_avg_##set, ATTR, T, tag##_avg)                                            \
   UNARY_LOOP(tag##_div_##set, ATTR, T, tag##_div)
 
+/* fp8: W / 4 codes at a time, widened to one fp32 vector of W bytes (lowfloat.h's
+ * FP8_VDECODE), combined by the fp32 lane ops above, narrowed back (FP8_VENCODE); the tail
+ * through the element function F, which computes the same bits. */
+#define FP8_BINARY(name, ATTR, W, LOAD, STORE, VOP, F)                                         \
+  ATTR static void name(void *dst, const void *a, const void *b, size_t n, int nranks) {      \
+    uint8_t *d = dst;                                                                         \
+    const uint8_t *x = a, *y = b;                                                             \
+    size_t i = 0;                                                                             \
+    for (; i + W / 4 <= n; i += W / 4) {                                                      \
+      f32_v##W va = LOAD(x + i), vb = LOAD(y + i);                                            \
+      STORE(d + i, VOP(va, vb, nranks));                                                      \
+    }                                                                                         \
+    for (; i < n; i++) d[i] = F(x[i], y[i], nranks);                                          \
+  }
+#define FP8_UNARY(name, ATTR, W, LOAD, STORE, F)                                               \
+  ATTR static void name(void *dst, const void *src, size_t n, int nranks) {                   \
+    uint8_t *d = dst;                                                                         \
+    const uint8_t *x = src;                                                                   \
+    size_t i = 0;                                                                             \
+    for (; i + W / 4 <= n; i += W / 4) {                                                      \
+      f32_v##W vx = LOAD(x + i);                                                              \
+      STORE(d + i, VX_DIV(vx, nranks));                                                       \
+    }                                                                                         \
+    for (; i < n; i++) d[i] = F(x[i], nranks);                                                \
+  }
+/* The kernels of format fmt (its parameters MB, BIAS, IEEE: lowfloat.h's WEFT_E4M3 ...). */
+#define FP8_KERNELS(fmt, MB, BIAS, IEEE, set, ATTR, W)                                         \
+  ATTR static inline f32_v##W fmt##Load_##set(const uint8_t *p) {                             \
+    u8q_v##W b;                                                                               \
+    memcpy(&b, p, sizeof b);                                                                  \
+    return FP8_VDECODE(u32_v##W, i32_v##W, f32_v##W, __builtin_convertvector(b, u32_v##W),    \
+                       MB, BIAS, IEEE);                                                       \
+  }                                                                                           \
+  ATTR static inline void fmt##Store_##set(uint8_t *p, f32_v##W v) {                          \
+    u8q_v##W b = __builtin_convertvector(FP8_VENCODE(u32_v##W, i32_v##W, f32_v##W, v, MB,     \
+                                                     BIAS, IEEE), u8q_v##W);                  \
+    memcpy(p, &b, sizeof b);                                                                  \
+  }                                                                                           \
+  FP8_BINARY(fmt##_sum_##set, ATTR, W, fmt##Load_##set, fmt##Store_##set, VX_FSUM, fmt##_sum) \
+  FP8_BINARY(fmt##_prod_##set, ATTR, W, fmt##Load_##set, fmt##Store_##set, VX_FPROD,          \
+             fmt##_prod)                                                                      \
+  FP8_BINARY(fmt##_max_##set, ATTR, W, fmt##Load_##set, fmt##Store_##set, VX_FMAX, fmt##_max) \
+  FP8_BINARY(fmt##_min_##set, ATTR, W, fmt##Load_##set, fmt##Store_##set, VX_FMIN, fmt##_min) \
+  FP8_BINARY(fmt##_avg_##set, ATTR, W, fmt##Load_##set, fmt##Store_##set, VX_AVG, fmt##_avg)  \
+  FP8_UNARY(fmt##_div_##set, ATTR, W, fmt##Load_##set, fmt##Store_##set, fmt##_div)
+/* Both formats in set (the extra level expands WEFT_E4M3 into its three parameters). */
+#define FP8_KERNELS_OF(...) FP8_KERNELS(__VA_ARGS__)
+#define ALL_FP8_KERNELS(set, ATTR, W)                                                          \
+  FP8_KERNELS_OF(e4m3, WEFT_E4M3, set, ATTR, W)                                               \
+  FP8_KERNELS_OF(e5m2, WEFT_E5M2, set, ATTR, W)
+
 /* Portable: 16-byte generic vectors, fp16/bf16 an element at a time. */
 ALL_INT_KERNELS(portable, , 16)
 FLOAT_KERNELS(f32, float, portable, , 16)
 FLOAT_KERNELS(f64, double, portable, , 16)
 LOOP_KERNELS(f16, uint16_t, portable, )
 LOOP_KERNELS(bf16, uint16_t, portable, )
+ALL_FP8_KERNELS(portable, , 16)
 KERNEL_SET(portable)
 
 #if WEFT_X86
@@ -444,6 +435,7 @@ SIMD_KERNELS(f32, float, avx2, ATTR_AVX2, 8, avx2LoadF32, avx2StoreF32, avx2SetF
 SIMD_KERNELS(f64, double, avx2, ATTR_AVX2, 4, avx2LoadF64, avx2StoreF64, avx2SetF64, AVX2_PD)
 SIMD_KERNELS(f16, uint16_t, avx2, ATTR_AVX2, 8, avx2LoadF16, avx2StoreF16, avx2SetF32, AVX2_PS)
 SIMD_KERNELS(bf16, uint16_t, avx2, ATTR_AVX2, 16, avx2LoadBf16, avx2StoreBf16, avx2SetF32, AVX2_BF)
+ALL_FP8_KERNELS(avx2, ATTR_AVX2, 32)
 KERNEL_SET(avx2)
 
 /* -- AVX-512: 16 fp32 or 8 fp64 lanes; the same operations as AVX2 -- */
@@ -510,6 +502,7 @@ SIMD_KERNELS(f32, float, avx512, ATTR_AVX512, 16, avx512LoadF32, avx512StoreF32,
 SIMD_KERNELS(f64, double, avx512, ATTR_AVX512, 8, avx512LoadF64, avx512StoreF64, avx512SetF64, AVX512_PD)
 SIMD_KERNELS(f16, uint16_t, avx512, ATTR_AVX512, 16, avx512LoadF16, avx512StoreF16, avx512SetF32, AVX512_PS)
 SIMD_KERNELS(bf16, uint16_t, avx512, ATTR_AVX512, 32, avx512LoadBf16, avx512StoreBf16, avx512SetF32, AVX512_BF)
+ALL_FP8_KERNELS(avx512, ATTR_AVX512, 64)
 KERNEL_SET(avx512)
 
 #endif /* WEFT_X86 */
@@ -590,9 +583,13 @@ static int checkArgs(weftDataType_t type, weftRedOp_t op) {
   return 0;
 }
 
+/* PreMulSum's inputs were scaled at the collective's entry (lib/redop.c): it reduces as Sum. */
+static weftRedOp_t kernelOp(weftRedOp_t op) { return op == WEFT_OP_PREMULSUM ? weftSum : op; }
+
 void weftReduceApply(void *dst, const void *a, const void *b, size_t count, weftDataType_t type,
                 weftRedOp_t op) {
   if (count == 0 || !checkArgs(type, op)) return;
+  op = kernelOp(op);
   if (op == weftAvg) op = weftSum;
   kernels()->binary[type][op](dst, a, b, count, 1);
 }
@@ -600,12 +597,27 @@ void weftReduceApply(void *dst, const void *a, const void *b, size_t count, weft
 void weftReduceFinal(void *dst, const void *a, const void *b, size_t count,
                      weftDataType_t type, weftRedOp_t op, int nranks) {
   if (count == 0 || !checkArgs(type, op)) return;
-  kernels()->binary[type][op](dst, a, b, count, nranks < 1 ? 1 : nranks);
+  kernels()->binary[type][kernelOp(op)](dst, a, b, count, nranks < 1 ? 1 : nranks);
+}
+
+/* The Prod kernel against a block of copies of the scalar: the same bits as weftProd of each
+ * element with the scalar, from the same (vectorized) code. */
+void weftReduceScale(void *dst, const void *src, const void *scalar, size_t count,
+                     weftDataType_t type) {
+  if (count == 0 || !checkArgs(type, weftProd)) return;
+  size_t ts = types[type].size;
+  uint64_t block[512]; /* 4 KiB, aligned for every type */
+  size_t per = sizeof block / ts;
+  for (size_t i = 0; i < per; i++) memcpy((char *)block + i * ts, scalar, ts);
+  for (size_t i = 0; i < count; i += per) {
+    size_t n = count - i < per ? count - i : per;
+    kernels()->binary[type][weftProd]((char *)dst + i * ts, (const char *)src + i * ts, block, n, 1);
+  }
 }
 
 void weftReduceFinalCopy(void *dst, const void *src, size_t count, weftDataType_t type,
                          weftRedOp_t op, int nranks) {
   if (count == 0 || !checkArgs(type, op)) return;
   if (op == weftAvg) kernels()->divide[type](dst, src, count, nranks < 1 ? 1 : nranks);
-  else if (dst != src) memcpy(dst, src, count * typeSizes[type]);
+  else if (dst != src) memcpy(dst, src, count * types[type].size);
 }

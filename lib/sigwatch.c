@@ -52,7 +52,7 @@ void weftSigDescribe(uint64_t sig, uint64_t what, char *buf, size_t len) {
   weftColl_t coll = (weftColl_t)(what >> 32);
   long long root = (long long)(uint32_t)what - 1;
   const char *typeName = type < weftNumTypes ? weftTypeName((weftDataType_t)type) : "?";
-  const char *opName = op < weftNumOps ? weftOpName((weftRedOp_t)op) : "?";
+  const char *opName = op <= (unsigned)WEFT_OP_PREMULSUM ? weftOpName((weftRedOp_t)op) : "?";
   int reduces = coll == weftCollAllReduce || coll == weftCollReduce || coll == weftCollReduceScatter;
   int n = snprintf(buf, len, "%s(count %llu, %s", weftCollName(coll), (unsigned long long)(sig >> 16),
                    typeName);

@@ -58,11 +58,12 @@ static void runMatrix(int procs, int threads, const struct collMatrix *m) {
 
 static const weftDataType_t allTypes[] = {weftInt8,  weftUint8,   weftInt32,   weftUint32,
                                           weftInt64, weftUint64,  weftFloat16, weftFloat32,
-                                          weftFloat64, weftBfloat16};
+                                          weftFloat64, weftBfloat16, weftFloat8e4m3,
+                                          weftFloat8e5m2};
 static const weftRedOp_t allOps[] = {weftSum, weftProd, weftMax, weftMin, weftAvg};
 static const size_t smallCounts[] = {0, 1, 2, 3, 7, 31, 1021, 4099, 65537};
 
-static const struct collMatrix everyTypeAndOp = {smallCounts, 9, allTypes, 10, allOps, 5};
+static const struct collMatrix everyTypeAndOp = {smallCounts, 9, allTypes, 12, allOps, 5};
 
 #define EVERY_TYPE_TEST(name, procs, threads) \
   Test(every_type_op, name) { runMatrix(procs, threads, &everyTypeAndOp); }
@@ -82,9 +83,10 @@ EVERY_TYPE_TEST(mixed_2x2, 2, 2)
  * (chunks that do not divide evenly, tree shapes, slices of the direct algorithm): one type of
  * each size and kind, every op, counts below, at and past the slot and staging sizes. */
 static const weftDataType_t someTypes[] = {weftInt8, weftUint32, weftInt64, weftFloat16,
-                                           weftFloat32, weftFloat64, weftBfloat16};
+                                           weftFloat32, weftFloat64, weftBfloat16,
+                                           weftFloat8e4m3};
 static const size_t someCounts[] = {0, 1, 7, 1021, 65537};
-static const struct collMatrix someTypesAndOps = {someCounts, 5, someTypes, 7, allOps, 5};
+static const struct collMatrix someTypesAndOps = {someCounts, 5, someTypes, 8, allOps, 5};
 
 #define NEW_SHAPE_TEST(name, procs, threads) \
   Test(new_shapes, name) { runMatrix(procs, threads, &someTypesAndOps); }
@@ -141,8 +143,9 @@ Test(back_to_back, small_10000) {
  * shared memory inside a host and TCP between hosts, and the tuner. */
 static const size_t hostCounts[] = {0, 1, 2, 31, 4099, 300007};
 static const weftDataType_t hostTypes[] = {weftInt8, weftUint32, weftInt64, weftFloat16,
-                                           weftFloat32, weftFloat64, weftBfloat16};
-static const struct collMatrix hostMatrix = {hostCounts, 6, hostTypes, 7, allOps, 5};
+                                           weftFloat32, weftFloat64, weftBfloat16,
+                                           weftFloat8e5m2};
+static const struct collMatrix hostMatrix = {hostCounts, 6, hostTypes, 8, allOps, 5};
 
 Test(emulated_hosts, hosts_2x1) { runEveryAlgo(2, 1, 1, &hostMatrix); }
 Test(emulated_hosts, hosts_2x2) { runEveryAlgo(2, 2, 1, &hostMatrix); }

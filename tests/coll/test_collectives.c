@@ -33,8 +33,10 @@ struct matrix {
 static const size_t smallCounts[] = {0, 1, 2, 7, 1021, 40009};
 static const weftDataType_t allTypes[] = {weftInt8,  weftUint8,   weftInt32,   weftUint32,
                                           weftInt64, weftUint64,  weftFloat16, weftFloat32,
-                                          weftFloat64, weftBfloat16};
-static const weftDataType_t someTypes[] = {weftInt8, weftFloat16, weftFloat32, weftBfloat16};
+                                          weftFloat64, weftBfloat16, weftFloat8e4m3,
+                                          weftFloat8e5m2};
+static const weftDataType_t someTypes[] = {weftInt8, weftFloat16, weftFloat32, weftBfloat16,
+                                           weftFloat8e5m2};
 
 static int reducesColl(weftColl_t c) { return c == weftCollReduce || c == weftCollReduceScatter; }
 
@@ -171,7 +173,7 @@ static const weftColl_t colls[] = {weftCollBroadcast, weftCollReduce, weftCollAl
 static void everyColl(int hosts, int procs, int threads, int fullTypes) {
   for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++) {
     struct matrix m = {colls[i], smallCounts, 6, fullTypes ? allTypes : someTypes,
-                       fullTypes ? 10 : 4, 0};
+                       fullTypes ? 12 : 5, 0};
     runEveryAlgo(hosts, procs, threads, &m);
   }
 }

@@ -43,6 +43,19 @@ size_t countWrong(const void *buf, size_t count, weftDataType_t type, weftRedOp_
 size_t countWrongFrom(const void *buf, size_t first, size_t count, weftDataType_t type,
                       weftRedOp_t op, int nranks);
 
+/* PreMulSum (weftRedOpCreatePreMulSum): the scalar of a case (a value of type written into
+ * scalar, 8 bytes of room), each rank's input, and the number of elements of buf that differ
+ * from elements first .. first + count - 1 of the sum over nranks ranks of round(scalar *
+ * input); what (may be NULL) describes the first. Every result is exact (pattern.c says how);
+ * PREMUL_WITNESS also tells products rounded to the type before the sum from wider ones. */
+enum premulKind { PREMUL_DYADIC, PREMUL_WITNESS };
+void premulScalar(weftDataType_t type, enum premulKind kind, void *scalar);
+void fillPreMulInput(void *buf, size_t count, weftDataType_t type, enum premulKind kind,
+                     int rank, int nranks);
+size_t countWrongPreMul(const void *buf, size_t first, size_t count, weftDataType_t type,
+                        enum premulKind kind, int nranks, const void *scalar, char *what,
+                        size_t len);
+
 /* A matrix of AllReduce cases: every count x type x op (avg on floats only) x in-place and
  * out-of-place, each checked with countWrong. */
 struct collMatrix {

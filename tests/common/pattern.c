@@ -1,5 +1,5 @@
 /* The data every collective test reduces, and the expected results, computed here in plain C
- * (fp16/bf16 through tests/common/refconv.c, never through the library's converters). */
+ * (fp16/bf16/fp8 through tests/common/refconv.c, never through the library's converters). */
 #include "harness.h"
 
 #include <math.h>
@@ -21,17 +21,27 @@ static uint64_t mix(uint64_t x) {
 
 static uint64_t rawValue(size_t i, int rank) { return mix(((uint64_t)i << 8) ^ (uint64_t)rank ^ 0x9e37); }
 
+static int isFp8(weftDataType_t t) { return t == weftFloat8e4m3 || t == weftFloat8e5m2; }
+static const struct refFp8Format *fp8Format(weftDataType_t t) {
+  return t == weftFloat8e4m3 ? &refE4m3 : &refE5m2;
+}
+
 /* Float inputs are exact in every float type and so are all their partial results, in any
  * order: integers in [-16, 15] (sums of up to 16 ranks stay within +-256, which bf16's 8-bit
  * significand holds), and for prod +-1/2, +-1, +-2 (products of up to 14 ranks stay within
- * fp16's range). So sum, prod, max and min have one right answer, which a reduction that lost
- * or doubled a contribution cannot give. */
-static double floatValue(size_t i, int rank, weftRedOp_t op) {
+ * fp16's range). fp8 (3 or 4 significant bits, e4m3 at most 448) needs sparser data: element
+ * i of a rank is a value only where (i + rank) % 4 == 0, else 0 (prod: +-1), so up to 16
+ * ranks add at most 4 values: integers in [-2, 2] (sums within +-8, which e5m2 holds), and
+ * for prod +-1/2, +-1, +-2 (within 2^+-4). So sum, prod, max and min have one right answer,
+ * which a reduction that lost or doubled a contribution cannot give. */
+static double floatValue(size_t i, int rank, weftRedOp_t op, weftDataType_t t) {
   uint64_t r = rawValue(i, rank);
+  int sparse = isFp8(t) && (i + (size_t)rank) % 4 != 0;
   if (op == weftProd) {
     static const double p[] = {0.5, 1.0, 2.0, 1.0};
-    return (r & 4 ? -1.0 : 1.0) * p[r & 3];
+    return (r & 4 ? -1.0 : 1.0) * (sparse ? 1.0 : p[r & 3]);
   }
+  if (isFp8(t)) return sparse ? 0.0 : (double)((int)(r % 5) - 2);
   return (double)((int)(r % 32) - 16);
 }
 
@@ -39,6 +49,8 @@ static void storeFloat(void *buf, size_t i, weftDataType_t type, double v) {
   switch (type) {
     case weftFloat16: ((uint16_t *)buf)[i] = refFloatToHalf((float)v); break;
     case weftBfloat16: ((uint16_t *)buf)[i] = refFloatToBf16((float)v); break;
+    case weftFloat8e4m3:
+    case weftFloat8e5m2: ((uint8_t *)buf)[i] = refFloatToFp8(fp8Format(type), (float)v); break;
     case weftFloat32: ((float *)buf)[i] = (float)v; break;
     default: ((double *)buf)[i] = v; break;
   }
@@ -48,6 +60,8 @@ static double loadFloat(const void *buf, size_t i, weftDataType_t type) {
   switch (type) {
     case weftFloat16: return refHalfToFloat(((const uint16_t *)buf)[i]);
     case weftBfloat16: return refBf16ToFloat(((const uint16_t *)buf)[i]);
+    case weftFloat8e4m3:
+    case weftFloat8e5m2: return refFp8ToFloat(fp8Format(type), ((const uint8_t *)buf)[i]);
     case weftFloat32: return ((const float *)buf)[i];
     default: return ((const double *)buf)[i];
   }
@@ -71,7 +85,7 @@ static uint64_t loadInt(const void *buf, size_t i, weftDataType_t type) {
 
 void fillInput(void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int rank) {
   for (size_t i = 0; i < count; i++) {
-    if (weftTypeIsFloat(type)) storeFloat(buf, i, type, floatValue(i, rank, op));
+    if (weftTypeIsFloat(type)) storeFloat(buf, i, type, floatValue(i, rank, op, type));
     else storeInt(buf, i, type, rawValue(i, rank));
   }
 }
@@ -112,20 +126,21 @@ static uint64_t intExpected(size_t i, weftDataType_t t, weftRedOp_t op, int nran
 }
 
 /* The one rounding of an average: the exact sum divided by nranks in the type's compute type
- * (fp32 for fp16 and bf16, lib/reduce.h), then rounded to the type. */
+ * (fp32 for fp16, bf16 and fp8, lib/reduce.h), then rounded to the type. */
 static double avgExpected(double sum, int nranks, weftDataType_t t) {
   if (t == weftFloat64) return sum / nranks;
   float q = (float)sum / (float)nranks; /* sum and nranks are exact in float */
   if (t == weftFloat16) return refHalfToFloat(refFloatToHalf(q));
   if (t == weftBfloat16) return refBf16ToFloat(refFloatToBf16(q));
+  if (isFp8(t)) return refFp8ToFloat(fp8Format(t), refFloatToFp8(fp8Format(t), q));
   return q;
 }
 
 /* Every float result is exact (see floatValue): compared with ==, no tolerance. */
 static double floatExpected(size_t i, weftDataType_t t, weftRedOp_t op, int nranks) {
-  double ref = floatValue(i, 0, op);
+  double ref = floatValue(i, 0, op, t);
   for (int r = 1; r < nranks; r++) {
-    double v = floatValue(i, r, op);
+    double v = floatValue(i, r, op, t);
     if (op == weftProd) ref *= v;
     else if (op == weftMax) ref = v > ref ? v : ref;
     else if (op == weftMin) ref = v < ref ? v : ref;
@@ -300,4 +315,130 @@ long identicalBitsBody(weftComm_t comm, int rank, int nranks, void *arg) {
   free(send);
   free(recv);
   return failures;
+}
+
+/* ---- PreMulSum: sum over ranks of round(scalar * input) ----
+ *
+ * Float cases have one right answer, as above: every sum of rounded products they make is
+ * exact in the type, so the order of the sum cannot matter (up to 16 ranks):
+ *  - PREMUL_DYADIC, scalar -1.5: even elements: a value in {-1, 0, 1} on ranks where
+ *    (i / 2 + rank) % 4 == 0, else 0 (products +-1.5, at most 4 of them: exact even in e5m2);
+ *    odd elements: one rank, (i / 2) % nranks, holds an arbitrary finite value of the type
+ *    (any exponent, any mantissa), whose product with -1.5 rounds (or overflows: Inf, or for
+ *    fp8 the largest finite), the others 0.
+ *  - PREMUL_WITNESS, scalar 1 + u (u the type's epsilon, 2^(1 - significand bits)): even
+ *    elements as the odd ones above; odd elements: rank 0 holds 1 + u and rank 1 holds -1, the
+ *    others 0, so the result is round(1 + 2u + u^2) - (1 + u) = u when each product is rounded
+ *    to the type before the sum (as NCCL does), but u + u^2 (exact in the type) when the
+ *    products were kept wider: the case tells the two apart.
+ * Integers: every rank a random value, the scalar random (DYADIC) or all ones (WITNESS: -1, or
+ * the largest unsigned), products and sums modulo 2^bits (two's complement for signed). */
+
+static int significandBits(weftDataType_t t) {
+  switch (t) {
+    case weftFloat16: return 11;
+    case weftBfloat16: return 8;
+    case weftFloat32: return 24;
+    case weftFloat8e4m3: return 4;
+    case weftFloat8e5m2: return 3;
+    default: return 53;
+  }
+}
+
+/* Raw bits of an arbitrary finite value of a float type (subnormals included). */
+static void storeAnyFinite(void *buf, size_t i, weftDataType_t t, uint64_t r) {
+  uint64_t s = r >> 63;
+  switch (t) {
+    case weftFloat16: ((uint16_t *)buf)[i] = (uint16_t)(s << 15 | (r % 31) << 10 | ((r >> 8) & 0x3ff)); break;
+    case weftBfloat16: ((uint16_t *)buf)[i] = (uint16_t)(s << 15 | (r % 255) << 7 | ((r >> 8) & 0x7f)); break;
+    case weftFloat32: ((uint32_t *)buf)[i] = (uint32_t)(s << 31 | (r % 255) << 23 | ((r >> 8) & 0x7fffff)); break;
+    case weftFloat8e4m3: { /* exponent 15 is finite too, but for 0x7f */
+      uint8_t c = (uint8_t)(s << 7 | (r % 16) << 3 | ((r >> 8) & 7));
+      ((uint8_t *)buf)[i] = (c & 0x7f) == 0x7f ? c - 1 : c;
+      break;
+    }
+    case weftFloat8e5m2: ((uint8_t *)buf)[i] = (uint8_t)(s << 7 | (r % 31) << 2 | ((r >> 8) & 3)); break;
+    default: ((uint64_t *)buf)[i] = s << 63 | (r % 2047) << 52 | (mix(r) & 0xfffffffffffffull); break;
+  }
+}
+
+void premulScalar(weftDataType_t t, enum premulKind kind, void *scalar) {
+  if (!weftTypeIsFloat(t)) {
+    storeInt(scalar, 0, t, kind == PREMUL_DYADIC ? mix(0x5ca1ab1e) : ~0ULL);
+    return;
+  }
+  storeFloat(scalar, 0, t, kind == PREMUL_DYADIC ? -1.5 : 1.0 + ldexp(1.0, 1 - significandBits(t)));
+}
+
+/* Rank's element i of the input, stored at buf[at]. */
+static void premulInput(void *buf, size_t at, size_t i, weftDataType_t t, enum premulKind kind,
+                        int rank, int nranks) {
+  uint64_t r = rawValue(i, rank + 7000);
+  if (!weftTypeIsFloat(t)) {
+    storeInt(buf, at, t, r);
+    return;
+  }
+  size_t k = i / 2;
+  int arbitrary = kind == PREMUL_DYADIC ? (int)(i & 1) : !(i & 1);
+  if (arbitrary) {
+    if (rank == (int)(k % (size_t)nranks)) storeAnyFinite(buf, at, t, rawValue(k, 7777));
+    else storeFloat(buf, at, t, 0.0);
+  } else if (kind == PREMUL_DYADIC) {
+    storeFloat(buf, at, t, (k + (size_t)rank) % 4 == 0 ? (double)((int)(r % 3) - 1) : 0.0);
+  } else {
+    double onePlusU = 1.0 + ldexp(1.0, 1 - significandBits(t));
+    storeFloat(buf, at, t, rank == 0 ? onePlusU : rank == 1 ? -1.0 : 0.0);
+  }
+}
+
+void fillPreMulInput(void *buf, size_t count, weftDataType_t t, enum premulKind kind, int rank,
+                     int nranks) {
+  for (size_t i = 0; i < count; i++) premulInput(buf, i, i, t, kind, rank, nranks);
+}
+
+/* round(s * x) in type t: the product of two values of t is exact in double (at most 2 x 24
+ * significant bits) except for fp64, where it is the IEEE product itself; storing it rounds
+ * once (fp16, bf16, fp8 through a float, which holds the product exactly too). */
+static double roundedProduct(double s, double x, weftDataType_t t) {
+  unsigned char one[8];
+  storeFloat(one, 0, t, s * x);
+  return loadFloat(one, 0, t);
+}
+
+/* Whether buf[at] differs from element i of the result. */
+static int premulWrongAt(const void *buf, size_t at, size_t i, weftDataType_t t,
+                         enum premulKind kind, int nranks, const void *scalar) {
+  unsigned char x[8];
+  if (!weftTypeIsFloat(t)) {
+    uint64_t s = loadInt(scalar, 0, t), acc = 0;
+    for (int r = 0; r < nranks; r++) {
+      premulInput(x, 0, i, t, kind, r, nranks);
+      acc += s * loadInt(x, 0, t); /* modulo 2^64, then the type's width */
+    }
+    return loadInt(buf, at, t) != (acc & widthMask(t));
+  }
+  double s = loadFloat(scalar, 0, t), want = 0;
+  for (int r = 0; r < nranks; r++) {
+    premulInput(x, 0, i, t, kind, r, nranks);
+    want += roundedProduct(s, loadFloat(x, 0, t), t); /* exact: see above */
+  }
+  return loadFloat(buf, at, t) != want;
+}
+
+size_t countWrongPreMul(const void *buf, size_t first, size_t count, weftDataType_t t,
+                        enum premulKind kind, int nranks, const void *scalar, char *what,
+                        size_t len) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (!premulWrongAt(buf, i, first + i, t, kind, nranks, scalar)) continue;
+    if (wrong++ == 0 && what != NULL) {
+      unsigned char got[8] = {0};
+      memcpy(got, (const char *)buf + i * weftTypeSize(t), weftTypeSize(t));
+      uint64_t bits;
+      memcpy(&bits, got, 8);
+      snprintf(what, len, "first at [%zu]: bits 0x%llx (%.17g)", first + i,
+               (unsigned long long)bits, weftTypeIsFloat(t) ? loadFloat(got, 0, t) : 0.0);
+    }
+  }
+  return wrong;
 }

@@ -1,6 +1,7 @@
 #include "refconv.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 static uint32_t bitsOf(float f) {
@@ -52,4 +53,64 @@ uint16_t refFloatToBf16(float f) {
   frexp(a, &e);
   int q = (int)nearbyint(ldexp(a, 8 - e)); /* 128..256 */
   return (uint16_t)(sign | (((e - 1 + 127) << 7) + q - 128));
+}
+
+/* ---- fp8: from the fields, and narrowing by exhaustive search ---- */
+
+const struct refFp8Format refE4m3 = {"e4m3", 4, 3, 7, 0};
+const struct refFp8Format refE5m2 = {"e5m2", 5, 2, 15, 1};
+
+double refFp8Value(const struct refFp8Format *f, uint8_t code, int *isNan) {
+  int sign = code >> 7, e = (code >> f->mantBits) & ((1 << f->expBits) - 1);
+  int m = code & ((1 << f->mantBits) - 1), eMax = (1 << f->expBits) - 1;
+  *isNan = f->ieee ? e == eMax && m != 0 : (code & 0x7f) == 0x7f;
+  if (*isNan) return 0;
+  double v;
+  if (f->ieee && e == eMax) v = INFINITY;
+  else if (e == 0) v = ldexp(m, 1 - f->bias - f->mantBits);
+  else v = ldexp((1 << f->mantBits) + m, e - f->bias - f->mantBits);
+  return sign ? -v : v;
+}
+
+float refFp8ToFloat(const struct refFp8Format *f, uint8_t code) {
+  int nan;
+  double v = refFp8Value(f, code, &nan);
+  if (!nan) return (float)v;
+  uint32_t mant = code & ((1u << f->mantBits) - 1);
+  return floatOf((uint32_t)(code & 0x80) << 24 | 0x7fc00000u | mant << (23 - f->mantBits));
+}
+
+/* The non-negative codes' values, computed once (pthread_once: ranks run as threads). */
+static double fp8Table[2][0x80];
+static char fp8Usable[2][0x80]; /* finite */
+static double fp8Largest[2];
+static pthread_once_t fp8Once = PTHREAD_ONCE_INIT;
+static void fillFp8Tables(void) {
+  for (int k = 0; k < 2; k++)
+    for (int c = 0; c < 0x80; c++) {
+      int nan;
+      fp8Table[k][c] = refFp8Value(k ? &refE5m2 : &refE4m3, (uint8_t)c, &nan);
+      fp8Usable[k][c] = !nan && !isinf(fp8Table[k][c]);
+      if (fp8Usable[k][c] && fp8Table[k][c] > fp8Largest[k]) fp8Largest[k] = fp8Table[k][c];
+    }
+}
+
+/* From the largest finite value up (infinities too) the largest is the nearest code: they
+ * are all below. Under it, distances are exact in double for the two codes around a (within
+ * a factor of 2 of it, or 0), and every other code is farther by at least one fp8 spacing:
+ * the minimum is right. */
+uint8_t refFloatToFp8(const struct refFp8Format *f, float v) {
+  if (isnan(v)) return 0x7f;
+  pthread_once(&fp8Once, fillFp8Tables);
+  int k = f == &refE5m2; /* the two formats there are */
+  const double *value = fp8Table[k];
+  const char *usable = fp8Usable[k];
+  uint8_t sign = signbit(v) ? 0x80 : 0, best = 0;
+  double a = fabs((double)v), bestDist = INFINITY;
+  for (int c = 0; c < 0x80; c++) {
+    if (!usable[c]) continue;
+    double d = a >= fp8Largest[k] ? fp8Largest[k] - value[c] : fabs(a - value[c]);
+    if (d < bestDist || (d == bestDist && (c & 1) == 0)) best = (uint8_t)c, bestDist = d;
+  }
+  return sign | best;
 }

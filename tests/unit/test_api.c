@@ -55,6 +55,15 @@ Test(api, version_and_strings) {
   cr_assert_eq(weftFloat, weftFloat32);
   cr_assert_eq(weftHalf, 6);
   cr_assert_eq(weftBfloat16, 9);
+  /* NCCL's values, so a program's enums carry over */
+  cr_assert_eq(weftFloat8e4m3, 10);
+  cr_assert_eq(weftFloat8e5m2, 11);
+  cr_assert_eq(weftNumTypes, 12);
+  cr_assert_eq(weftAvg, 4);
+  cr_assert_eq(weftNumOps, 5);
+  cr_assert_eq(weftScalarDevice, 0);
+  cr_assert_eq(weftScalarHostImmediate, 1);
+  cr_assert_eq(sizeof(weftRedOp_t), sizeof(int));
 }
 
 Test(api, init_arguments) {

@@ -71,6 +71,13 @@ static const uint64_t specials[][13] = {
                      0x7ff8000000012345, 0x7ff0000000000000, 0xfff0000000000000, 0,
                      0x8000000000000000, 1, 0x800fffffffffffff, 0x0010000000000000,
                      0x7fefffffffffffff, 0xffefffffffffffff},
+    /* e4m3: NaN (twice, so two NaN operands are common), +-largest, +-0, subnormals, the
+     * smallest normal, 1, 240 */
+    [weftFloat8e4m3] = {0x7f, 0xff, 0x7f, 0xff, 0x7e, 0xfe, 0x00, 0x80, 0x01, 0x81, 0x07, 0x08,
+                        0x77},
+    /* e5m2: NaNs (quiet, signalling), +-Inf, +-0, subnormals, +-largest, 1 */
+    [weftFloat8e5m2] = {0x7e, 0xfe, 0x7d, 0x7f, 0x7c, 0xfc, 0x00, 0x80, 0x01, 0x81, 0x03, 0x7b,
+                        0x3c},
 };
 
 /* Random contents: 1 in 8 elements a special value (so that, e.g., both operands are NaN
@@ -89,6 +96,8 @@ static void fillRandom(void *buf, size_t n, weftDataType_t t) {
         case weftBfloat16: v = s << 15 | ((110 + (r >> 7) % 30) << 7) | (r & 0x7f); break;
         case weftFloat32: v = s << 31 | ((110 + (r >> 23) % 30) << 23) | (r & 0x7fffff); break;
         case weftFloat64: v = s << 63 | ((1000 + (r >> 52) % 40) << 52) | (r & 0xfffffffffffffull); break;
+        case weftFloat8e4m3: v = s << 7 | (1 + (r >> 8) % 14) << 3 | (r & 7); break;
+        case weftFloat8e5m2: v = s << 7 | (1 + (r >> 8) % 29) << 2 | (r & 3); break;
         default: break;
       }
     }
@@ -189,6 +198,12 @@ static void refRun(enum mode m, void *dst, const void *a, const void *b, size_t 
       case weftBfloat16:
         r = refFloatToBf16(refF32(m, op, refBf16ToFloat((uint16_t)x), refBf16ToFloat((uint16_t)y), nranks));
         break;
+      case weftFloat8e4m3:
+      case weftFloat8e5m2: {
+        const struct refFp8Format *f = t == weftFloat8e4m3 ? &refE4m3 : &refE5m2;
+        r = refFloatToFp8(f, refF32(m, op, refFp8ToFloat(f, (uint8_t)x), refFp8ToFloat(f, (uint8_t)y), nranks));
+        break;
+      }
       case weftFloat32: r = fbits(refF32(m, op, bitsf((uint32_t)x), bitsf((uint32_t)y), nranks)); break;
       case weftFloat64: {
         double dx, dy, dr;
@@ -351,15 +366,44 @@ static void kernelSetsBitIdentical(const char *simdLevel, const char *simdName) 
   free(in);
 }
 
+/* ---- fp8: every pair of codes, every op, through each kernel set's vector body -------------- */
+
+static void fp8AllPairs(const char *level, const char *name) {
+  if (strcmp(name, "portable") != 0) SKIP_UNLESS(name);
+  setenv("WEFT_SIMD", level, 1);
+  cr_assert_str_eq(weftReduceKernelName(), name);
+  enum { N = 65536 };
+  uint8_t *a = malloc(N), *b = malloc(N), *d = malloc(N), *want = malloc(N);
+  for (int i = 0; i < N; i++) a[i] = (uint8_t)i, b[i] = (uint8_t)(i >> 8);
+  static const weftDataType_t fp8[] = {weftFloat8e4m3, weftFloat8e5m2};
+  for (int k = 0; k < 2; k++)
+    for (int m = REDUCE; m <= COPY; m++)
+      for (int op = 0; op < weftNumOps; op++) {
+        runLib((enum mode)m, d, a, b, N, fp8[k], (weftRedOp_t)op, 3);
+        refRun((enum mode)m, want, a, b, N, fp8[k], (weftRedOp_t)op, 3);
+        char what[96];
+        snprintf(what, sizeof what, "[%s] %s %s, all pairs", name, modeName[m], weftOpName((weftRedOp_t)op));
+        expectSame(d, want, N, fp8[k], what);
+      }
+  free(a);
+  free(b);
+  free(d);
+  free(want);
+}
+Test(reduce, fp8_all_pairs_portable) { fp8AllPairs("0", "portable"); }
+Test(reduce, fp8_all_pairs_avx2) { fp8AllPairs("2", "avx2"); }
+Test(reduce, fp8_all_pairs_avx512) { fp8AllPairs("512", "avx512"); }
+
 Test(reduce, kernel_sets_bit_identical_avx2) { kernelSetsBitIdentical("2", "avx2"); }
 Test(reduce, kernel_sets_bit_identical_avx512) { kernelSetsBitIdentical("512", "avx512"); }
 
 /* ---- Names and sizes ---------------------------------------------------------------------- */
 
 Test(reduce, names_and_sizes) {
-  static const char *tn[] = {"int8", "uint8", "int32", "uint32", "int64",
-                             "uint64", "half", "float", "double", "bfloat16"};
-  static const size_t ts[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  static const char *tn[] = {"int8",  "uint8", "int32",  "uint32",   "int64",  "uint64",
+                             "half",  "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+  static const size_t ts[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  cr_assert_eq(sizeof tn / sizeof tn[0], weftNumTypes);
   for (int t = 0; t < weftNumTypes; t++) {
     cr_expect_str_eq(weftTypeName((weftDataType_t)t), tn[t]);
     cr_expect_eq(weftTypeSize((weftDataType_t)t), ts[t]);
@@ -367,6 +411,10 @@ Test(reduce, names_and_sizes) {
   }
   static const char *on[] = {"sum", "prod", "max", "min", "avg"};
   for (int op = 0; op < weftNumOps; op++) cr_expect_str_eq(weftOpName((weftRedOp_t)op), on[op]);
+  cr_expect_str_eq(weftOpName(WEFT_OP_PREMULSUM), "premulsum");
+  cr_expect_str_eq(weftOpName((weftRedOp_t)(WEFT_OP_PREMULSUM + 1)), "unknown");
+  cr_expect_str_eq(weftTypeName(weftNumTypes), "unknown");
+  cr_expect_eq(weftTypeSize(weftNumTypes), 0);
   unsetenv("WEFT_SIMD");
   cr_expect_str_eq(weftReduceKernelName(), bestKernels(), "the widest set this CPU runs");
 }
@@ -729,5 +777,44 @@ Test(reduce, reference_converters_round_trip) {
     cr_assert_eq(refFloatToHalf(refHalfToFloat(h)), hNan ? h | 0x200 : h, "half 0x%04x", h);
     cr_assert_eq(refFloatToBf16(refBf16ToFloat(h)), bNan ? h | 0x40 : h, "bf16 0x%04x", h);
     cr_assert_eq(fbits(refBf16ToFloat(h)), x << 16, "bf16 0x%04x widens to its bits << 16", h);
+  }
+  /* fp8: every code but the NaNs (to 0x7f) and e5m2's infinities (saturated) comes back. */
+  for (int k = 0; k < 2; k++) {
+    const struct refFp8Format *f = k ? &refE5m2 : &refE4m3;
+    for (int c = 0; c < 256; c++) {
+      int nan;
+      double v = refFp8Value(f, (uint8_t)c, &nan);
+      uint8_t want = nan ? 0x7f : isinf(v) ? (uint8_t)((c & 0x80) | 0x7b) : (uint8_t)c;
+      cr_assert_eq(refFloatToFp8(f, refFp8ToFloat(f, (uint8_t)c)), want, "%s 0x%02x", f->name, c);
+    }
+  }
+}
+
+/* ---- weftReduceScale (PreMulSum's scaling) ------------------------------------------------ */
+
+/* dst = src * scalar per element, against the reference's Prod of each element with the
+ * scalar: every type, a count spanning several of its internal blocks, unaligned, in place. */
+Test(reduce, scale_every_type) {
+  enum { N = 5003 };
+  for (int t = 0; t < weftNumTypes; t++) {
+    size_t sz = weftTypeSize((weftDataType_t)t);
+    unsigned char *src = malloc((N + 1) * sz), *dst = malloc((N + 1) * sz);
+    unsigned char *rep = malloc(N * sz), *want = malloc(N * sz);
+    for (int k = 0; k < 20; k++) {
+      uint64_t scalar = 0;
+      rngState = (uint64_t)(t * 100 + k);
+      fillRandom(&scalar, 1, (weftDataType_t)t); /* specials too: NaN, Inf, 0 scalars */
+      fillRandom(src + sz, N, (weftDataType_t)t);
+      for (size_t i = 0; i < N; i++) memcpy(rep + i * sz, &scalar, sz);
+      refRun(REDUCE, want, src + sz, rep, N, (weftDataType_t)t, weftProd, 1);
+      weftReduceScale(dst + sz, src + sz, &scalar, N, (weftDataType_t)t);
+      expectSame(dst + sz, want, N, (weftDataType_t)t, "weftReduceScale");
+      weftReduceScale(src + sz, src + sz, &scalar, N, (weftDataType_t)t); /* in place */
+      expectSame(src + sz, want, N, (weftDataType_t)t, "weftReduceScale in place");
+    }
+    free(src);
+    free(dst);
+    free(rep);
+    free(want);
   }
 }
