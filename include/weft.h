@@ -181,6 +181,25 @@ WEFT_API weftResult_t weftCommShrink(weftComm_t comm, int *excludeRanksList, int
 WEFT_API weftResult_t weftCommRecover(weftComm_t comm, weftComm_t *newcomm, weftConfig_t *config,
                                       int *excludedRanks, int *excludedCount);
 
+/* The color of a rank of weftCommSplit that joins no new communicator. */
+#define WEFT_SPLIT_NOCOLOR -1
+
+/* NCCL's ncclCommSplit: a new communicator of the ranks of comm that pass the same color, ranked
+ * by key, ties by their rank in comm, without a new unique id (they meet through comm's
+ * bootstrap listeners, as weftCommShrink's members do). Collective over every rank of comm, in
+ * the same order relative to the other splits, shrinks and recovers of comm. A rank passing
+ * WEFT_SPLIT_NOCOLOR takes part and gets *newcomm = NULL; any other negative color is
+ * weftInvalidArgument. A rank that is gone (dead) before the colors are agreed, or dies
+ * while they are, makes the call fail on every rank with weftRemoteError naming it; one that
+ * dies later fails the ranks of its own color. config as in weftCommShrink (NULL: comm's
+ * timeout, blocking). Non-blocking: weftInProgress at once; a colored rank polls
+ * weftCommGetAsyncError(*newcomm), a NOCOLOR rank (*newcomm = NULL) polls comm's, which
+ * reports weftInProgress until its part is done and the error if it failed. comm must stay
+ * alive until then, and a split of comm must complete before the next split, shrink or
+ * recover of comm starts. */
+WEFT_API weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t *newcomm,
+                                    weftConfig_t *config);
+
 WEFT_API weftResult_t weftCommCount(const weftComm_t comm, int *count);
 WEFT_API weftResult_t weftCommUserRank(const weftComm_t comm, int *rank);
 
@@ -248,6 +267,7 @@ WEFT_API __typeof__(weftCommGetAsyncError) pweftCommGetAsyncError;
 WEFT_API __typeof__(weftCommFinalize) pweftCommFinalize;
 WEFT_API __typeof__(weftCommShrink) pweftCommShrink;
 WEFT_API __typeof__(weftCommRecover) pweftCommRecover;
+WEFT_API __typeof__(weftCommSplit) pweftCommSplit;
 WEFT_API __typeof__(weftCommCount) pweftCommCount;
 WEFT_API __typeof__(weftCommUserRank) pweftCommUserRank;
 WEFT_API __typeof__(weftAllReduce) pweftAllReduce;
