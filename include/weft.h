@@ -92,6 +92,16 @@ WEFT_API weftResult_t weftGetUniqueId(weftUniqueId *uniqueId);
  * ranks have arrived or WEFT_TIMEOUT_MS has passed. */
 WEFT_API weftResult_t weftCommInitRank(weftComm_t *comm, int nranks, weftUniqueId commId, int rank);
 
+/* NCCL's ncclCommInitAll: the ndev ranks of one new communicator, all in this process (from
+ * one unique id, one thread per rank); comms (room for ndev) receives rank i in comms[i].
+ * Host memory has no devices to bind: devlist (NULL, or ndev device numbers as NCCL users
+ * pass them, {0, 1, ...}) must hold distinct non-negative numbers, else weftInvalidArgument,
+ * and carries no other meaning: comms[i] is rank i whatever devlist[i] is. Returns once every
+ * rank is ready (or WEFT_TIMEOUT_MS has passed); on failure no communicator is left and comms
+ * is unchanged. A collective waits for every rank, so each communicator is then driven by a
+ * thread of its own. */
+WEFT_API weftResult_t weftCommInitAll(weftComm_t *comms, int ndev, const int *devlist);
+
 /* Options of weftCommInitRankConfig. Start from WEFT_CONFIG_INITIALIZER and change fields;
  * fields left at WEFT_CONFIG_UNDEF_INT take the library default (the environment). */
 #define WEFT_CONFIG_UNDEF_INT (-2147483647 - 1)
@@ -261,6 +271,7 @@ WEFT_API __typeof__(weftGetVersion) pweftGetVersion;
 WEFT_API __typeof__(weftGetUniqueId) pweftGetUniqueId;
 WEFT_API __typeof__(weftCommInitRank) pweftCommInitRank;
 WEFT_API __typeof__(weftCommInitRankConfig) pweftCommInitRankConfig;
+WEFT_API __typeof__(weftCommInitAll) pweftCommInitAll;
 WEFT_API __typeof__(weftCommDestroy) pweftCommDestroy;
 WEFT_API __typeof__(weftCommAbort) pweftCommAbort;
 WEFT_API __typeof__(weftCommGetAsyncError) pweftCommGetAsyncError;
