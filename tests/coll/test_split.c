@@ -445,6 +445,10 @@ Test(split, bad_arguments, .timeout = 30) {
   bad.timeoutMs = WEFT_CONFIG_UNDEF_INT;
   bad.blocking = 2;
   cr_expect_eq(weftCommSplit(comm, 0, 0, &child, &bad), weftInvalidArgument);
+  setenv("WEFT_TIMEOUT_MS", "0", 1); /* a setting not allowed: refused at the split too */
+  cr_expect_eq(weftCommSplit(comm, 0, 0, &child, NULL), weftInvalidArgument);
+  cr_expect(strstr(weftGetLastError(comm), "WEFT_TIMEOUT_MS") != NULL, "%s", weftGetLastError(comm));
+  unsetenv("WEFT_TIMEOUT_MS");
   /* NOCOLOR on one rank: nothing to join. A large color and a negative key are fine. */
   child = (weftComm_t)&id;
   cr_expect_eq(weftCommSplit(comm, WEFT_SPLIT_NOCOLOR, 0, &child, NULL), weftSuccess);
