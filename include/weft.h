@@ -106,6 +106,16 @@ WEFT_API weftResult_t weftGetUniqueId(weftUniqueId *uniqueId);
  * ranks have arrived or WEFT_TIMEOUT_MS has passed. */
 WEFT_API weftResult_t weftCommInitRank(weftComm_t *comm, int nranks, weftUniqueId commId, int rank);
 
+/* NCCL's ncclCommInitAll: the ndev ranks of one new communicator, all in this process (from
+ * one unique id, one thread per rank); comms (room for ndev) receives rank i in comms[i].
+ * Host memory has no devices to bind: devlist (NULL, or ndev device numbers as NCCL users
+ * pass them, {0, 1, ...}) must hold distinct non-negative numbers, else weftInvalidArgument,
+ * and carries no other meaning: comms[i] is rank i whatever devlist[i] is. Returns once every
+ * rank is ready (or WEFT_TIMEOUT_MS has passed); on failure no communicator is left and comms
+ * is unchanged. A collective waits for every rank, so each communicator is then driven by a
+ * thread of its own. */
+WEFT_API weftResult_t weftCommInitAll(weftComm_t *comms, int ndev, const int *devlist);
+
 /* Options of weftCommInitRankConfig. Start from WEFT_CONFIG_INITIALIZER and change fields;
  * fields left at WEFT_CONFIG_UNDEF_INT take the library default (the environment). */
 #define WEFT_CONFIG_UNDEF_INT (-2147483647 - 1)
@@ -194,6 +204,25 @@ WEFT_API weftResult_t weftCommShrink(weftComm_t comm, int *excludeRanksList, int
  * return). New ranks keep the old ranks' order. */
 WEFT_API weftResult_t weftCommRecover(weftComm_t comm, weftComm_t *newcomm, weftConfig_t *config,
                                       int *excludedRanks, int *excludedCount);
+
+/* The color of a rank of weftCommSplit that joins no new communicator. */
+#define WEFT_SPLIT_NOCOLOR -1
+
+/* NCCL's ncclCommSplit: a new communicator of the ranks of comm that pass the same color, ranked
+ * by key, ties by their rank in comm, without a new unique id (they meet through comm's
+ * bootstrap listeners, as weftCommShrink's members do). Collective over every rank of comm, in
+ * the same order relative to the other splits, shrinks and recovers of comm. A rank passing
+ * WEFT_SPLIT_NOCOLOR takes part and gets *newcomm = NULL; any other negative color is
+ * weftInvalidArgument. A rank that is gone (dead) before the colors are agreed, or dies
+ * while they are, makes the call fail on every rank with weftRemoteError naming it; one that
+ * dies later fails the ranks of its own color. config as in weftCommShrink (NULL: comm's
+ * timeout, blocking). Non-blocking: weftInProgress at once; a colored rank polls
+ * weftCommGetAsyncError(*newcomm), a NOCOLOR rank (*newcomm = NULL) polls comm's, which
+ * reports weftInProgress until its part is done and the error if it failed. comm must stay
+ * alive until then, and a split of comm must complete before the next split, shrink or
+ * recover of comm starts. */
+WEFT_API weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t *newcomm,
+                                    weftConfig_t *config);
 
 WEFT_API weftResult_t weftCommCount(const weftComm_t comm, int *count);
 WEFT_API weftResult_t weftCommUserRank(const weftComm_t comm, int *rank);
@@ -310,12 +339,14 @@ WEFT_API __typeof__(weftGetVersion) pweftGetVersion;
 WEFT_API __typeof__(weftGetUniqueId) pweftGetUniqueId;
 WEFT_API __typeof__(weftCommInitRank) pweftCommInitRank;
 WEFT_API __typeof__(weftCommInitRankConfig) pweftCommInitRankConfig;
+WEFT_API __typeof__(weftCommInitAll) pweftCommInitAll;
 WEFT_API __typeof__(weftCommDestroy) pweftCommDestroy;
 WEFT_API __typeof__(weftCommAbort) pweftCommAbort;
 WEFT_API __typeof__(weftCommGetAsyncError) pweftCommGetAsyncError;
 WEFT_API __typeof__(weftCommFinalize) pweftCommFinalize;
 WEFT_API __typeof__(weftCommShrink) pweftCommShrink;
 WEFT_API __typeof__(weftCommRecover) pweftCommRecover;
+WEFT_API __typeof__(weftCommSplit) pweftCommSplit;
 WEFT_API __typeof__(weftCommCount) pweftCommCount;
 WEFT_API __typeof__(weftCommUserRank) pweftCommUserRank;
 WEFT_API __typeof__(weftAllReduce) pweftAllReduce;

@@ -1,6 +1,7 @@
-/* Bootstrap: splits (the bootstrap of a communicator of some of the ranks, weftCommShrink)
- * and liveness: probing a rank's listener, naming the ranks that are gone, closing the ring
- * after a failure. */
+/* Bootstrap: splits (the bootstrap of a communicator of some of the ranks: weftCommShrink,
+ * weftCommRecover, weftCommSplit), agreements (one all-gather over every rank on a ring of
+ * its own: the colors of a split, the id of a grow) and liveness: probing a rank's listener,
+ * naming the ranks that are gone, closing the ring after a failure. */
 #include "boot_internal.h"
 
 #include <errno.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bytes.h"
 #include "check.h"
 #include "log.h"
 
@@ -16,7 +18,7 @@
  * end while its listener still accepts. Probes wait this long after a failure. */
 #define GONE_SETTLE_MS 30
 
-/* ---- Splits: the bootstrap of a communicator of some of the ranks (weftCommShrink) ---- */
+/* ---- Splits: the bootstrap of a communicator of some of the ranks ---- */
 
 /* A listener of its own, so the new communicator can be split in turn after its parent is
  * gone; its address travels over the new ring. */
@@ -40,27 +42,39 @@ static weftResult_t splitListener(struct weftBootstrap *b, const union weftSockA
   return res;
 }
 
+/* Members are distinct ranks of the parent, this rank among them, in the new communicator's
+ * order (ascending for a shrink, by key for a split). */
 static weftResult_t checkMembers(const struct weftBootstrap *parent, const int *members, int n,
                                  int *me) {
   *me = -1;
-  for (int i = 0; i < n; i++) {
-    if (members[i] < 0 || members[i] >= parent->nranks || (i > 0 && members[i] <= members[i - 1]))
-      return weftSetError(weftInternalError, "bootstrap: split members not ascending in range");
+  char *seen = calloc((size_t)parent->nranks, 1);
+  if (seen == NULL) return weftSetError(weftSystemError, "bootstrap: out of memory");
+  weftResult_t res = weftSuccess;
+  for (int i = 0; i < n && res == weftSuccess; i++) {
+    if (members[i] < 0 || members[i] >= parent->nranks || seen[members[i]])
+      res = weftSetError(weftInternalError, "bootstrap: split member %d repeated or outside [0, %d)",
+                         members[i], parent->nranks);
+    else
+      seen[members[i]] = 1;
     if (members[i] == parent->rank) *me = i;
   }
+  free(seen);
+  if (res != weftSuccess) return res;
   if (*me < 0) return weftSetError(weftInternalError, "bootstrap: rank %d splits without itself", parent->rank);
   if (n > 1 && parent->listenFd < 0)
     return weftSetError(weftInternalError, "bootstrap: rank %d has no listener to split", parent->rank);
   return weftSuccess;
 }
 
-weftResult_t weftBootstrapSplit(struct weftBootstrap *parent, const int *members, int n,
-                                uint64_t epoch, int64_t deadlineMs, struct weftBootstrap **out) {
+/* The ring of members[0..n) of parent, formed through the parent's listeners and
+ * authenticated with secret; no listener of its own yet. */
+static weftResult_t splitRing(struct weftBootstrap *parent, const int *members, int n,
+                              const uint8_t *secret, int64_t startMs, int64_t deadlineMs,
+                              struct weftBootstrap **out) {
   *out = NULL;
   int me;
   WEFTCHECK(checkMembers(parent, members, n, &me));
   WEFTCHECK(weftBootstrapCryptoInit());
-  int64_t startMs = weftNowMs();
   struct weftBootstrap *b = calloc(1, sizeof *b);
   union weftSockAddr *peers = calloc((size_t)n, sizeof *peers);
   if (b == NULL || peers == NULL) {
@@ -71,19 +85,80 @@ weftResult_t weftBootstrapSplit(struct weftBootstrap *parent, const int *members
   *b = (struct weftBootstrap){
       .rank = me, .nranks = n, .nextFd = -1, .prevFd = -1, .listenFd = -1, .peers = peers};
   for (int i = 0; i < n && parent->peers != NULL; i++) peers[i] = parent->peers[members[i]];
-  weftBootSplitSecret(parent->secret, epoch, members, n, b->secret);
+  memcpy(b->secret, secret, SECRET_BYTES);
   weftResult_t res = weftSuccess;
   if (n > 1)
     res = weftBootFormRing(b, parent, startMs, deadlineMs);
-  if (res == weftSuccess && n > 1) res = splitListener(b, &parent->listenAddr, deadlineMs);
+  if (res != weftSuccess) {
+    weftBootstrapClose(b);
+    return res;
+  }
+  *out = b;
+  return weftSuccess;
+}
+
+weftResult_t weftBootstrapSplit(struct weftBootstrap *parent, const int *members, int n,
+                                uint64_t epoch, int64_t deadlineMs, struct weftBootstrap **out) {
+  *out = NULL;
+  int64_t startMs = weftNowMs();
+  uint8_t secret[SECRET_BYTES];
+  weftBootSplitSecret(parent->secret, epoch, members, n, secret);
+  struct weftBootstrap *b;
+  weftResult_t res = splitRing(parent, members, n, secret, startMs, deadlineMs, &b);
+  explicit_bzero(secret, sizeof secret);
+  if (res != weftSuccess) return res;
+  if (n > 1) res = splitListener(b, &parent->listenAddr, deadlineMs);
   if (res != weftSuccess) {
     weftBootstrapClose(b);
     return res;
   }
   INFO(WEFT_BOOT, "bootstrap: rank %d is rank %d of %d after a split (epoch %llu) in %lld ms",
-       parent->rank, me, n, (unsigned long long)epoch, (long long)(weftNowMs() - startMs));
+       parent->rank, b->rank, n, (unsigned long long)epoch, (long long)(weftNowMs() - startMs));
   *out = b;
   return weftSuccess;
+}
+
+/* ---- Agreements: one all-gather over every rank of a communicator, on a ring of its own ---- */
+
+/* The secret of an agreement: the split secret of every rank at this epoch, bound in turn to
+ * what the agreement is for and its size, so that ranks making different calls (a split here,
+ * a grow or a shrink there) refuse each other's hellos instead of exchanging bytes each would
+ * misread. */
+static void agreeSecret(const struct weftBootstrap *parent, const int *all, uint64_t epoch,
+                        uint32_t purpose, size_t bytesPerRank, uint8_t *out) {
+  uint8_t base[SECRET_BYTES], msg[24] = "weft agreement";
+  weftBootSplitSecret(parent->secret, epoch, all, parent->nranks, base);
+  weftPutBe32(msg + 14, purpose);
+  weftPutBe32(msg + 18, (uint32_t)bytesPerRank);
+  weftBootstrapMac(base, msg, sizeof msg, out);
+  explicit_bzero(base, sizeof base);
+}
+
+weftResult_t weftBootstrapAgree(struct weftBootstrap *parent, uint64_t epoch, uint32_t purpose,
+                                void *data, size_t bytesPerRank, int64_t deadlineMs) {
+  if (parent->nranks == 1) return weftSuccess;
+  int64_t startMs = weftNowMs();
+  int *all = malloc(sizeof(int) * (size_t)parent->nranks);
+  if (all == NULL) return weftSetError(weftSystemError, "bootstrap: out of memory");
+  for (int r = 0; r < parent->nranks; r++) all[r] = r;
+  uint8_t secret[SECRET_BYTES];
+  agreeSecret(parent, all, epoch, purpose, bytesPerRank, secret);
+  struct weftBootstrap *b;
+  weftResult_t res = splitRing(parent, all, parent->nranks, secret, startMs, deadlineMs, &b);
+  explicit_bzero(secret, sizeof secret);
+  free(all);
+  if (res != weftSuccess) return res;
+  res = weftBootstrapAllGather(b, data, bytesPerRank, deadlineMs);
+  /* Done: every byte this rank sent has reached its peer's kernel or will before a reset, and
+   * nothing more comes; no TIME_WAIT per agreement. A failure closes in order, so the
+   * neighbours see who left (and fail in turn). */
+  if (res == weftSuccess) weftBootstrapCloseRingQuietly(b);
+  weftBootstrapClose(b);
+  if (res == weftSuccess)
+    INFO(WEFT_BOOT, "bootstrap: rank %d: agreement %u of %d ranks (epoch %llu) in %lld ms",
+         parent->rank, purpose, parent->nranks, (unsigned long long)epoch,
+         (long long)(weftNowMs() - startMs));
+  return res;
 }
 
 int weftBootstrapProbe(const struct weftBootstrap *b, int rank, int64_t timeoutMs) {

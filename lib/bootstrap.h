@@ -38,12 +38,24 @@ const uint8_t *weftBootstrapSecret(const struct weftBootstrap *b);
  * WEFT_SOCKET_IFNAME, or toward the root), or NULL where unknown (a one-rank communicator). */
 union weftSockAddr;
 const union weftSockAddr *weftBootstrapPeerAddr(const struct weftBootstrap *b, int rank);
-/* The bootstrap of a communicator of the ranks members[0..n) of parent (ascending, this rank
- * among them), which become its ranks 0..n-1: a ring formed through the parent's listeners,
- * with a secret bound to epoch and the member list (members that disagree refuse each other).
- * Collective over the members; the parent stays usable. */
+/* The bootstrap of a communicator of the ranks members[0..n) of parent (distinct, this rank
+ * among them, in the new order), which become its ranks 0..n-1: a ring formed through the
+ * parent's listeners, with a secret bound to epoch and the member list in its order (members
+ * that disagree refuse each other), and a listener of its own. Collective over the members;
+ * the parent stays usable. */
 weftResult_t weftBootstrapSplit(struct weftBootstrap *parent, const int *members, int n,
                                 uint64_t epoch, int64_t deadlineMs, struct weftBootstrap **out);
+/* What an agreement is for (bound into its secret with its size). */
+enum { WEFT_AGREE_SPLIT = 1, WEFT_AGREE_GROW = 2 };
+/* An all-gather over every rank of parent (as weftBootstrapAllGather) on a ring of its own,
+ * formed through the parent's listeners and closed on return, so it works whatever state the
+ * parent's own ring is in (closed after a failure, carrying signature notes). The secret is
+ * bound to epoch, purpose and bytesPerRank: ranks making different calls fail instead of
+ * exchanging misread bytes. Collective over every rank of parent; a rank that is dead or
+ * dies makes it fail on every rank (its neighbours see it, the others their neighbours
+ * leave). */
+weftResult_t weftBootstrapAgree(struct weftBootstrap *parent, uint64_t epoch, uint32_t purpose,
+                                void *data, size_t bytesPerRank, int64_t deadlineMs);
 /* Whether rank's listener still answers: 0 when the connection is refused or the host does
  * not answer within timeoutMs (the rank is gone), else 1. */
 int weftBootstrapProbe(const struct weftBootstrap *b, int rank, int64_t timeoutMs);

@@ -1,7 +1,7 @@
 /* weftCommShrink and weftCommRecover: a new communicator of some of the ranks of an existing
  * one, without a new unique id. Its bootstrap is a ring formed through the parent's bootstrap
- * listeners, which stay open for the communicator's life (lib/bootstrap.c); everything after
- * the bootstrap is the init of any communicator (lib/comm.c).
+ * listeners, which stay open for the communicator's life (lib/boot_split.c); everything after
+ * the bootstrap is the init of any communicator (lib/comm.c, lib/childcomm.c).
  *
  * Recovery agrees on who is gone without a coordinator: each survivor tests every other rank
  * (its process on this host, its listener on another), and the ring of a split only forms
@@ -18,7 +18,7 @@
 #include "check.h"
 #include "core.h"
 #include "log.h"
-#include "settings.h"
+#include "split.h"
 
 /* One attempt of a recovery: long enough for a ring to form on a loaded host, short enough
  * that survivors whose views differed meet again soon. */
@@ -26,22 +26,6 @@
 /* How long a rank on another host may take to answer a connection before it counts as gone. */
 #define RECOVER_PROBE_MS 500
 #define RECOVER_RETRY_MS 20
-
-struct weftSplit {
-  struct weftComm *parent;
-  int recover;
-  uint64_t epoch;
-  int *members; /* parent ranks, ascending: fixed for a shrink, the last view for a recovery */
-  int n;
-  int *excludedOut, *excludedCountOut; /* the caller's, for weftCommRecover */
-};
-
-void weftSplitFree(struct weftSplit *split) {
-  if (split == NULL) return;
-  free(split->members);
-  free(split);
-}
-
 
 static void listMembers(struct weftSplit *s, const char *gone) {
   s->n = 0;
@@ -101,11 +85,8 @@ static weftResult_t recoverBootstrap(struct weftComm *comm, struct weftSplit *s)
   return rc == weftSuccess ? weftSuccess : recoverFailed(comm, s, rc);
 }
 
-weftResult_t weftSplitBootstrap(struct weftComm *comm) {
+weftResult_t weftRecoverBootstrap(struct weftComm *comm) {
   struct weftSplit *s = comm->split;
-  if (!s->recover)
-    return weftBootstrapSplit(s->parent->boot, s->members, s->n, s->epoch, weftDeadline(comm),
-                              &comm->boot);
   WEFTCHECK(recoverBootstrap(comm, s));
   for (int i = 0; i < s->n; i++)
     if (s->members[i] == s->parent->rank) comm->rank = i;
@@ -130,16 +111,6 @@ static void giveUpParent(struct weftComm *comm, const char *api) {
   weftCommCloseLinks(comm, weftRemoteError);
 }
 
-static weftResult_t checkParent(struct weftComm *comm, weftComm_t *newcomm, const char *api) {
-  WEFTCHECK(weftCheckComm(comm, api));
-  if (newcomm == NULL)
-    return weftReportTo(comm, weftSetError(weftInvalidArgument, "%s: newcomm is NULL", api));
-  *newcomm = NULL;
-  if (atomic_load(&comm->asyncError) == weftInProgress)
-    return weftReportTo(comm, weftSetError(weftInvalidUsage, "%s: comm's init is in progress", api));
-  return weftReportTo(comm, weftSettingsCheck(api));
-}
-
 /* excluded[r] = 1 for each listed rank; checks range, repeats and this rank's absence. */
 static weftResult_t markExcluded(struct weftComm *comm, const int *list, int count, char *excluded) {
   if (count < 0 || (count > 0 && list == NULL))
@@ -160,52 +131,24 @@ static weftResult_t markExcluded(struct weftComm *comm, const int *list, int cou
   return weftSuccess;
 }
 
-static struct weftSplit *splitNew(struct weftComm *parent, int recover) {
-  struct weftSplit *s = calloc(1, sizeof *s);
-  if (s == NULL) return NULL;
-  s->members = malloc(sizeof(int) * (size_t)parent->nranks);
-  if (s->members == NULL) {
-    free(s);
-    return NULL;
-  }
-  s->parent = parent;
-  s->recover = recover;
-  s->epoch = parent->splitsBegun++;
-  return s;
-}
-
-/* Starts the child's init (which frees it, split included, on failure). */
-static weftResult_t startChild(struct weftComm *parent, struct weftSplit *s, int rank, int nranks,
-                               weftConfig_t *config, weftComm_t *newcomm) {
-  int blocking = 1;
-  int64_t timeoutMs = parent->timeoutMs;
-  weftResult_t rc = weftConfigRead(config, &blocking, &timeoutMs);
-  if (rc == weftSuccess && timeoutMs <= 0)
-    rc = weftSetError(weftInvalidArgument, "timeoutMs=%lld must be positive", (long long)timeoutMs);
-  struct weftComm *child = rc == weftSuccess ? weftCommAlloc(rank, nranks, timeoutMs) : NULL;
-  if (rc == weftSuccess && child == NULL) rc = weftSetError(weftSystemError, "out of memory");
-  if (rc != weftSuccess) {
-    weftSplitFree(s);
-    return rc;
-  }
-  child->split = s;
-  child->nonblocking = !blocking;
-  return weftCommStartInit(child, blocking, newcomm);
-}
-
 WEFT_PUBLIC weftResult_t weftCommShrink(weftComm_t comm, int *excludeRanksList,
                                         int excludeRanksCount, weftComm_t *newcomm,
                                         weftConfig_t *config, int shrinkFlags) {
   weftLogInit();
   weftClearThreadError();
-  WEFTCHECK(checkParent(comm, newcomm, "weftCommShrink"));
+  WEFTCHECK(weftSplitCheckParent(comm, newcomm, "weftCommShrink"));
   if (shrinkFlags != WEFT_SHRINK_DEFAULT && shrinkFlags != WEFT_SHRINK_ABORT)
     return weftReportTo(comm, weftSetError(weftInvalidArgument, "weftCommShrink: unknown flags 0x%x",
                                            (unsigned)shrinkFlags));
+  /* Every refusal comes before the epoch is taken: a rank that was refused and calls again
+   * stays in step with the others. */
+  int blocking;
+  int64_t timeoutMs;
+  WEFTCHECK(weftReportTo(comm, weftSplitConfig(comm, config, &blocking, &timeoutMs)));
   char *excluded = calloc((size_t)comm->nranks, 1);
-  if (excluded == NULL) return weftSetError(weftSystemError, "out of memory");
+  if (excluded == NULL) return weftReportTo(comm, weftSetError(weftSystemError, "out of memory"));
   weftResult_t rc = markExcluded(comm, excludeRanksList, excludeRanksCount, excluded);
-  struct weftSplit *s = rc == weftSuccess ? splitNew(comm, 0) : NULL;
+  struct weftSplit *s = rc == weftSuccess ? weftSplitNew(comm, WEFT_SPLIT_SHRINK) : NULL;
   if (rc == weftSuccess && s == NULL) rc = weftSetError(weftSystemError, "out of memory");
   int me = 0;
   for (int r = 0; s != NULL && r < comm->nranks; r++) {
@@ -217,7 +160,8 @@ WEFT_PUBLIC weftResult_t weftCommShrink(weftComm_t comm, int *excludeRanksList,
   if (shrinkFlags & WEFT_SHRINK_ABORT) giveUpParent(comm, "weftCommShrink(WEFT_SHRINK_ABORT)");
   INFO(WEFT_INIT, "weftCommShrink: rank %d becomes rank %d of %d (epoch %llu)", comm->rank, me,
        s->n, (unsigned long long)s->epoch);
-  return startChild(comm, s, me, s->n, config, newcomm);
+  rc = weftSplitStartChild(s, me, s->n, blocking, timeoutMs, newcomm);
+  return rc == weftInProgress ? rc : weftReportTo(comm, rc);
 }
 WEFT_PROFILING_ALIAS(weftCommShrink);
 
@@ -225,13 +169,17 @@ WEFT_PUBLIC weftResult_t weftCommRecover(weftComm_t comm, weftComm_t *newcomm, w
                                          int *excludedRanks, int *excludedCount) {
   weftLogInit();
   weftClearThreadError();
-  WEFTCHECK(checkParent(comm, newcomm, "weftCommRecover"));
-  struct weftSplit *s = splitNew(comm, 1);
-  if (s == NULL) return weftSetError(weftSystemError, "out of memory");
+  WEFTCHECK(weftSplitCheckParent(comm, newcomm, "weftCommRecover"));
+  int blocking;
+  int64_t timeoutMs;
+  WEFTCHECK(weftReportTo(comm, weftSplitConfig(comm, config, &blocking, &timeoutMs)));
+  struct weftSplit *s = weftSplitNew(comm, WEFT_SPLIT_RECOVER);
+  if (s == NULL) return weftReportTo(comm, weftSetError(weftSystemError, "out of memory"));
   s->excludedOut = excludedRanks;
   s->excludedCountOut = excludedCount;
   giveUpParent(comm, "weftCommRecover");
-  /* The rank and size are known once the survivors agree (weftSplitBootstrap). */
-  return startChild(comm, s, comm->rank, comm->nranks, config, newcomm);
+  /* The rank and size are known once the survivors agree (weftRecoverBootstrap). */
+  weftResult_t rc = weftSplitStartChild(s, comm->rank, comm->nranks, blocking, timeoutMs, newcomm);
+  return rc == weftInProgress ? rc : weftReportTo(comm, rc);
 }
 WEFT_PROFILING_ALIAS(weftCommRecover);
