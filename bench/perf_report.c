@@ -109,10 +109,10 @@ void perfReportOpen(const perfOpts *o, int argc, char **argv, const char *librar
   JSON_END();
 }
 
-void perfPrintHeader(const perfOpts *o, const char *library, const char *note) {
+void perfPrintHeader(const perfOpts *o, const char *library, const char *const *notes) {
   int factor = o->stepFactor > 1;
   printf("# %s\n", library);
-  if (note) printf("# %s\n", note);
+  for (; notes && *notes; notes++) printf("# %s\n", *notes);
   printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
          "iters: %d agg iters: %d validation: %d graph: 0 unalign: %d\n",
          o->nThreads, o->nGpus, o->minBytes, o->maxBytes, factor ? o->stepFactor : o->stepBytes,
@@ -280,10 +280,11 @@ void perfRowStart(size_t bytes, size_t count, const char *type, const char *op, 
   JSON_END();
 }
 
-void perfRowTime(const perfOpts *o, int inPlace, double usec, double algbw, double busbw, long long wrong) {
+void perfRowTime(const perfOpts *o, int inPlace, double usec, double algbw, double busbw, int checked,
+                 long long wrong) {
   char t[32];
   perfTimeStr(t, sizeof(t), usec);
-  if (o->check) printf("  %7s  %6.2f  %6.2f  %5lld", t, algbw, busbw, wrong);
+  if (checked) printf("  %7s  %6.2f  %6.2f  %5lld", t, algbw, busbw, wrong);
   else printf("  %7s  %6.2f  %6.2f  %5s", t, algbw, busbw, "N/A");
   JSON_BEGIN();
   if (js.f) {
@@ -293,7 +294,7 @@ void perfRowTime(const perfOpts *o, int inPlace, double usec, double algbw, doub
     perfJsonKeyNum(&js, "alg_bw", algbw);
     perfJsonKeyNum(&js, "bus_bw", busbw);
     perfJsonKey(&js, "nwrong");
-    if (o->check) perfJsonNum(&js, (double)wrong);
+    if (checked) perfJsonNum(&js, (double)wrong);
     else perfJsonNull(&js);
     perfJsonClose(&js);
   }
