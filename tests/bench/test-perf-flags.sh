@@ -1,8 +1,10 @@
 #!/bin/bash
-# allreduce_perf takes what nccl-tests scripts pass (-N -T -J -u -S -C -I -K -M -z -c, and -G -R
-# -y -x -D -V with a note), each with its effect checked; and a size range that holds no element
-# of the datatype is an error, not an empty table that passes. Short runs: 2 ranks as threads
-# (and 2 processes under mpirun for -T on a hung rank), a few small sizes, -n 2 -w 1.
+# The benchmarks take what nccl-tests scripts pass (-N -T -J -u -S -C -I -K -M -z -c, and -G -R
+# -y -x -D -V with a note), each with its effect checked on allreduce_perf; and a size range that
+# holds no element of the datatype is an error, not an empty table that passes. Then every
+# collective's benchmark: its table, its results and a wrong result reported, its MPI baseline;
+# and bench/plot.py on a canned input. Short runs: 2 or 3 ranks as threads (processes under
+# mpirun for the MPI baselines and -T on a hung rank), a few small sizes, -n 2 -w 1.
 #   tests/bench/test-perf-flags.sh [BUILD]      exit 0 when every check passes
 set -u
 BUILD=${1:-build}
@@ -273,6 +275,47 @@ while read -r name size factor redop rooted inplace <&3; do
     fi
   done
 done 3<<<"$colls"
+
+# bench/plot.py on a canned compare.sh output (tests/bench/compare-sample.md): the series it
+# reads (size 0 and "-" medians left out; roots told apart where there are several), and one
+# PNG per collective, 900 x 550; input without a table is refused. Debian's python3 with
+# python3-matplotlib is installed by install-deps.sh, so its absence is a failure.
+sample=$(dirname "$0")/compare-sample.md
+plot=$(dirname "$0")/../../bench/plot.py
+if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  bad "plot.py: no matplotlib for /usr/bin/python3 (install-deps.sh installs python3-matplotlib)"
+else
+  "$plot" "$sample" --list >"$tmp/out" 2>&1
+  rc=$?
+  cat >"$tmp/want" <<'EOF'
+AllGather | 2 ranks | weft | 64:0.01 1024:0.5 1048576:4.37
+AllGather | 2 ranks | mpi | 64:0.07 1024:0.48
+AllGather | 3 ranks | weft | 48:0.01 1008:0.45
+AllGather | 3 ranks | mpi | 48:0.04 1008:0.48
+Broadcast | 2 ranks, root 0 | weft | 8:0 4096:1.54
+Broadcast | 2 ranks, root 0 | mpi | 8:0.01 4096:1.11
+Broadcast | 2 ranks, root 1 | weft | 8:0.01 4096:1.42
+Broadcast | 2 ranks, root 1 | mpi | 8:0.04 4096:1.14
+EOF
+  if [ "$rc" -eq 0 ] && cmp -s "$tmp/out" "$tmp/want"; then ok "plot.py --list: the series of the sample"
+  else bad "plot.py --list: exit $rc, $(diff "$tmp/want" "$tmp/out" | head -5)"; fi
+  "$plot" "$sample" -o "$tmp/plots" >"$tmp/out" 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ] && [ "$(ls "$tmp/plots" | tr '\n' ' ')" = "allgather.png broadcast.png " ] && json "$tmp/plots" <<'PY'
+import os, struct, sys
+for name in os.listdir(sys.argv[1]):
+    data = open(os.path.join(sys.argv[1], name), "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", name
+    assert struct.unpack(">II", data[16:24]) == (900, 550), (name, struct.unpack(">II", data[16:24]))
+    assert len(data) > 20000, (name, len(data))  # lines, labels and legend, not a blank canvas
+PY
+  then ok "plot.py: one 900 x 550 PNG per collective"
+  else bad "plot.py -o: exit $rc, $(ls "$tmp/plots" 2>&1 | tr '\n' ' ')"; fi
+  printf '# no table here\n' | "$plot" - --list >"$tmp/out" 2>&1
+  rc=$?
+  if [ "$rc" -ne 0 ] && has "no compare.sh table"; then ok "plot.py: input without a table refused (exit $rc)"
+  else bad "plot.py on input without a table: exit $rc"; fi
+fi
 
 echo "test-perf-flags: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
