@@ -107,7 +107,8 @@ done
 # weft or mpi); time and busbw of the chosen placement. The columns are found from the table's
 # header (the first "time" is out of place, the second in place: -I and -S add columns), so
 # extra flags after -- keep working. Only table rows (not mpirun's messages) whose results
-# were right (#wrong 0, or N/A without -c or where nothing is checked) count.
+# were right (#wrong 0, or N/A without -c) count; a placement a collective has no form of
+# (in place for AlltoAll, SendRecv: N/A) gives no row.
 rows() {
   local p k c side tool
   for c in $colls; do
@@ -120,7 +121,8 @@ rows() {
           awk -v coll="${title[$c]}" -v side="$side" -v np="$p" -v place="$place" '
             /^# +size +count / { n = 0; for (i = 2; i <= NF; i++) if ($i == "time" || $i == "cputime") t[++n] = i - 1
                                  col = place == "in" ? t[2] : t[1]; next }
-            col && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= col + 3 && ($(col + 3) == "0" || $(col + 3) == "N/A") {
+            col && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= col + 3 && $col != "N/A" &&
+              ($(col + 3) == "0" || $(col + 3) == "N/A") {
               print coll, side, np, $1, $5, $col, $(col + 2) }' "$logdir/$tool.$p.$k"
         done
       done

@@ -1,7 +1,6 @@
 /* mpi_sendrecv_perf: the baseline for sendrecv_perf, timing MPI_Sendrecv: each rank sends to
  * rank + 1 and receives from rank - 1 (flags, table, data and checks as every *_perf; one
- * rank per MPI process). In place (send == recv, which nccl-tests times but does not check)
- * is MPI_Sendrecv_replace. */
+ * rank per MPI process). Out of place only, as sendrecv_perf. */
 #include "perf_mpi.h"
 
 static void sendRecv(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root) {
@@ -10,10 +9,8 @@ static void sendRecv(void *ctx, const void *send, void *recv, size_t count, int 
   int n = perfMpiCount(count, "MPI_Sendrecv");
   int next = (w->rank + 1) % w->size, prev = (w->rank + w->size - 1) % w->size;
   MPI_Datatype t = perfMpiType(type, 0);
-  int rc = send == recv
-             ? MPI_Sendrecv_replace(recv, n, t, next, 0, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
-             : MPI_Sendrecv(send, n, t, next, 0, recv, n, t, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  perfMpiCheck(rc, send == recv ? "MPI_Sendrecv_replace" : "MPI_Sendrecv", count, type, -1, -1);
+  int rc = MPI_Sendrecv(send, n, t, next, 0, recv, n, t, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  perfMpiCheck(rc, "MPI_Sendrecv", count, type, -1, -1);
 }
 
 static const perfBench bench = {

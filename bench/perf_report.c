@@ -280,11 +280,10 @@ void perfRowStart(size_t bytes, size_t count, const char *type, const char *op, 
   JSON_END();
 }
 
-void perfRowTime(const perfOpts *o, int inPlace, double usec, double algbw, double busbw, int checked,
-                 long long wrong) {
+void perfRowTime(const perfOpts *o, int inPlace, double usec, double algbw, double busbw, long long wrong) {
   char t[32];
   perfTimeStr(t, sizeof(t), usec);
-  if (checked) printf("  %7s  %6.2f  %6.2f  %5lld", t, algbw, busbw, wrong);
+  if (o->check) printf("  %7s  %6.2f  %6.2f  %5lld", t, algbw, busbw, wrong);
   else printf("  %7s  %6.2f  %6.2f  %5s", t, algbw, busbw, "N/A");
   JSON_BEGIN();
   if (js.f) {
@@ -294,9 +293,20 @@ void perfRowTime(const perfOpts *o, int inPlace, double usec, double algbw, doub
     perfJsonKeyNum(&js, "alg_bw", algbw);
     perfJsonKeyNum(&js, "bus_bw", busbw);
     perfJsonKey(&js, "nwrong");
-    if (checked) perfJsonNum(&js, (double)wrong);
+    if (o->check) perfJsonNum(&js, (double)wrong);
     else perfJsonNull(&js);
     perfJsonClose(&js);
+  }
+  JSON_END();
+}
+
+void perfRowNone(const perfOpts *o, int inPlace) {
+  printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+  if (o->perIter) printf("  %7s  %7s  %7s  %7s", "N/A", "N/A", "N/A", "N/A");
+  JSON_BEGIN();
+  if (js.f) {
+    perfJsonKey(&js, inPlace ? "in_place" : "out_of_place");
+    perfJsonNull(&js);
   }
   JSON_END();
 }

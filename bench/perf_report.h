@@ -29,9 +29,9 @@ void perfPrintNote(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* One row: start, out of place then in place (time, then -I's statistics), end. */
 void perfRowStart(size_t bytes, size_t count, const char *type, const char *op, int root);
-/* checked 0: #wrong is N/A (no -c, or a placement without a check). */
-void perfRowTime(const perfOpts *o, int inPlace, double usec, double algbw, double busbw, int checked,
-                 long long wrong);
+void perfRowTime(const perfOpts *o, int inPlace, double usec, double algbw, double busbw, long long wrong);
+/* A placement the collective has no form of: N/A in its columns (JSON: null). */
+void perfRowNone(const perfOpts *o, int inPlace);
 /* sec: the n iterations' times (max over ranks); rows: each process's, nRows x n, or NULL. */
 void perfRowIters(const perfOpts *o, int inPlace, const double *sec, int n, const double *rows, int nRows);
 void perfRowEnd(const perfOpts *o, const char *algo);

@@ -224,6 +224,10 @@ static long long perfValidate(perfRank *r, perfData *d, const perfCase *k, int i
 
 static void perfMeasure(perfRank *r, perfData *d, const perfCase *k, int inPlace) {
   const perfOpts *o = r->opts;
+  if (inPlace && !r->bench->shape->inPlace) { /* no such form: nothing to time */
+    if (r->printer) perfRowNone(o, inPlace);
+    return;
+  }
   double sec, cpu;
   perfTime(r, k, inPlace, &sec, &cpu);
   sec = perfReduce(r, sec, o->average);
@@ -233,13 +237,12 @@ static void perfMeasure(perfRank *r, perfData *d, const perfCase *k, int inPlace
   const double *iters = NULL, *rows = NULL;
   if (o->perIter) iters = perfMaxVec(r, r->iterSec, o->iters, &rows);
   long long wrong = 0;
-  int checked = o->check && (!inPlace || r->bench->shape->inPlaceChecked);
-  for (int c = 0; checked && c < o->check && !wrong; c++) { /* -c N: N checks, up to the first wrong one */
+  for (int c = 0; c < o->check && !wrong; c++) { /* -c N: N checks, up to the first wrong one */
     perfBarrier(r);
     wrong = (long long)perfReduce(r, (double)perfValidate(r, d, k, inPlace), PERF_AGG_SUM);
   }
   if (r->printer) {
-    perfRowTime(o, inPlace, (o->cputime ? cpu : sec) * 1e6, algbw, busbw, checked, wrong);
+    perfRowTime(o, inPlace, (o->cputime ? cpu : sec) * 1e6, algbw, busbw, wrong);
     if (o->perIter) perfRowIters(o, inPlace, iters, o->iters, rows, r->team->worldSize);
   }
   r->bwSum += busbw;

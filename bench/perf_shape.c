@@ -44,7 +44,7 @@ static int perfAllReduceResult(const perfCounts *c, int rank, int nRanks, int ro
 
 const perfShape perfShapeAllReduce = {
   .name = "AllReduce", .counts = perfAllReduceCounts, .busFactor = perfAllReduceFactor,
-  .result = perfAllReduceResult, .opLoop = 1, .reduces = 1, .inPlaceChecked = 1,
+  .result = perfAllReduceResult, .opLoop = 1, .reduces = 1, .inPlace = 1,
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -58,7 +58,7 @@ static int perfBroadcastResult(const perfCounts *c, int rank, int nRanks, int ro
 
 const perfShape perfShapeBroadcast = {
   .name = "Broadcast", .counts = perfAllReduceCounts, .busFactor = perfFactorOne,
-  .result = perfBroadcastResult, .rooted = 1, .inPlaceChecked = 1,
+  .result = perfBroadcastResult, .rooted = 1, .inPlace = 1,
 };
 
 static int perfReduceResult(const perfCounts *c, int rank, int nRanks, int root, perfPart *p) {
@@ -69,7 +69,7 @@ static int perfReduceResult(const perfCounts *c, int rank, int nRanks, int root,
 
 const perfShape perfShapeReduce = {
   .name = "Reduce", .counts = perfAllReduceCounts, .busFactor = perfFactorOne,
-  .result = perfReduceResult, .rooted = 1, .opLoop = 1, .reduces = 1, .inPlaceChecked = 1,
+  .result = perfReduceResult, .rooted = 1, .opLoop = 1, .reduces = 1, .inPlace = 1,
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -91,7 +91,7 @@ static int perfAllGatherResult(const perfCounts *c, int rank, int nRanks, int ro
 
 const perfShape perfShapeAllGather = {
   .name = "AllGather", .counts = perfAllGatherCounts, .busFactor = perfFactorParts,
-  .result = perfAllGatherResult, .inPlaceChecked = 1,
+  .result = perfAllGatherResult, .inPlace = 1,
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -112,13 +112,12 @@ static int perfReduceScatterResult(const perfCounts *c, int rank, int nRanks, in
 
 const perfShape perfShapeReduceScatter = {
   .name = "ReduceScatter", .counts = perfReduceScatterCounts, .busFactor = perfFactorParts,
-  .result = perfReduceScatterResult, .opLoop = 1, .reduces = 1, .inPlaceChecked = 1,
+  .result = perfReduceScatterResult, .opLoop = 1, .reduces = 1, .inPlace = 1,
 };
 
 /* ---------------------------------------------------------------------------------------------
  * AlltoAll: each rank sends n parts of count / n, part j to rank j; rank r receives part r of
- * every rank, in rank order. No in-place form: nccl-tests times send == recv and checks
- * nothing there. */
+ * every rank, in rank order. No in-place form. */
 
 static void perfAlltoAllCounts(size_t count, size_t esize, int nRanks, perfCounts *c) {
   size_t part = perfPerRank(count, esize, nRanks);
@@ -153,7 +152,7 @@ static int perfGatherResult(const perfCounts *c, int rank, int nRanks, int root,
 
 const perfShape perfShapeGather = {
   .name = "Gather", .counts = perfAllGatherCounts, .busFactor = perfFactorParts,
-  .result = perfGatherResult, .rooted = 1, .inPlaceChecked = 1,
+  .result = perfGatherResult, .rooted = 1, .inPlace = 1,
 };
 
 static int perfScatterResult(const perfCounts *c, int rank, int nRanks, int root, perfPart *p) {
@@ -164,13 +163,13 @@ static int perfScatterResult(const perfCounts *c, int rank, int nRanks, int root
 
 const perfShape perfShapeScatter = {
   .name = "Scatter", .counts = perfReduceScatterCounts, .busFactor = perfFactorParts,
-  .result = perfScatterResult, .rooted = 1, .inPlaceChecked = 1,
+  .result = perfScatterResult, .rooted = 1, .inPlace = 1,
 };
 
 /* ---------------------------------------------------------------------------------------------
  * SendRecv: each rank sends count to rank + 1 and receives count from rank - 1 (a ring of
  * pairs); algbw is one direction's. nccl-tests runs it once per -o op (though nothing is
- * reduced) and has no in-place form. */
+ * reduced). No in-place form. */
 
 static int perfSendRecvResult(const perfCounts *c, int rank, int nRanks, int root, perfPart *p) {
   (void)root;

@@ -37,8 +37,10 @@ typedef struct {
   int rooted;         /* -r picks the root (or every root); the root column shows it, else -1 */
   int opLoop;         /* -o picks the op(s), named in the redop column; else one pass, "none" */
   int reduces;        /* the result is a reduction: compared by value (avg's tolerance) */
-  int inPlaceChecked; /* 0: the in-place column is timed, its #wrong N/A (nccl-tests' AlltoAll
-                         and SendRecv have no in-place form: both buffers are the same one) */
+  /* 0: no in-place form (AlltoAll, SendRecv: NCCL has none, weft refuses buffers that overlap
+   * otherwise): the in-place columns are N/A. nccl-tests times such a call with send == recv,
+   * whose result it cannot check. */
+  int inPlace;
 } perfShape;
 
 extern const perfShape perfShapeAllReduce, perfShapeBroadcast, perfShapeReduce, perfShapeAllGather,
