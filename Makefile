@@ -47,6 +47,11 @@ TEST_COMMON := $(wildcard tests/common/*.c)
 # bench/<name>.c is a benchmark; bench/perf_*.c, the driver they share, is linked into each.
 BENCH_COMMON := $(wildcard bench/perf_*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(filter-out $(BENCH_COMMON),$(wildcard bench/*.c)))
+# The weft benchmarks again, each with tests/bench/wrong_result.c linked in (a strong weftX over
+# the library's weak one changes one element of rank 0's result): tests/bench/test-perf-flags.sh
+# checks that the wrong element is reported.
+BENCH_WRONG_BINS := $(patsubst bench/%.c,$(BUILD)/tests/bench/%,$(filter-out bench/mpi_%.c bench/init_perf.c \
+  $(BENCH_COMMON),$(wildcard bench/*.c)))
 # Installed commands (tools/*.c), linked with libweft.a: they print the library's own tables.
 TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 # Helpers of the test scripts (tests/tools/*.c, no Criterion), e.g. the capability probe.
@@ -67,7 +72,7 @@ tools: $(TOOL_BINS)
 lib: $(BUILD)/libweft.so $(BUILD)/$(SONAME) $(BUILD)/libweft.a
 benches: $(BENCH_BINS) $(EXAMPLE_BINS)
 tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(NET_BINS) $(FAULT_BINS) $(MPI_TEST_BINS) \
-  $(TEST_TOOL_BINS) $(TSAN_BINS)
+  $(TEST_TOOL_BINS) $(TSAN_BINS) $(BENCH_WRONG_BINS)
 
 # Installs missing packages once per build tree (and again when install-deps.sh changes).
 $(DEPS_STAMP): install-deps.sh
@@ -103,6 +108,11 @@ $(BUILD)/libweft.a: $(LIB_OBJS)
 $(BUILD)/bench/%: bench/%.c $(BENCH_COMMON) $(wildcard bench/*.h) $(BUILD)/libweft.a include/weft.h
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) $< $(BENCH_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
+
+$(BUILD)/tests/bench/%: bench/%.c tests/bench/wrong_result.c $(BENCH_COMMON) $(wildcard bench/*.h) \
+  $(BUILD)/libweft.a include/weft.h
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) $< tests/bench/wrong_result.c $(BENCH_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
 
 $(BUILD)/tools/%: tools/%.c $(BUILD)/libweft.a
 	@mkdir -p $(dir $@)

@@ -1,4 +1,4 @@
-/* Datatypes, verifiable data and collective shapes (see perf_data.h). */
+/* Datatypes and verifiable data (see perf_data.h). */
 #include "perf_data.h"
 
 #include <math.h>
@@ -187,30 +187,55 @@ static double perfLoadFloat(int type, const void *src) {
   }
 }
 
-void perfDataInit(perfData *d, int type, int op, int rank, int nRanks) {
+static void perfInputTable(char *table, int type, int op, int rank, int nRanks) {
   int kind = perfTypes[type].kind;
+  size_t esize = perfTypes[type].size;
+  for (uint32_t j = 0; j < PERF_PERIOD; j++)
+    perfStore(type, table + j * esize, perfToVal(kind, perfInput(type, op, nRanks, rank, j)));
+}
+
+void perfDataInit(perfData *d, int type, int op, int rank, int nRanks, int reduction) {
   d->type = type;
   d->op = op;
+  d->rank = rank;
   d->nRanks = nRanks;
   d->esize = perfTypes[type].size;
+  d->otherRank = -1;
   d->input = malloc(PERF_PERIOD * d->esize);
-  d->expect = malloc(PERF_PERIOD * d->esize);
-  if (!d->input || !d->expect) perfFatal("out of memory");
-  for (uint32_t j = 0; j < PERF_PERIOD; j++) {
-    perfStore(type, d->input + j * d->esize, perfToVal(kind, perfInput(type, op, nRanks, rank, j)));
+  d->other = malloc(PERF_PERIOD * d->esize);
+  d->expect = reduction ? malloc(PERF_PERIOD * d->esize) : NULL;
+  if (!d->input || !d->other || (reduction && !d->expect)) perfFatal("out of memory");
+  perfInputTable(d->input, type, op, rank, nRanks);
+  for (uint32_t j = 0; reduction && j < PERF_PERIOD; j++)
     perfStore(type, d->expect + j * d->esize, perfExpected(type, op, nRanks, j));
-  }
 }
 
 void perfDataFree(perfData *d) {
   free(d->input);
+  free(d->other);
   free(d->expect);
 }
 
-void perfFill(char *buf, const char *table, size_t count, size_t esize) {
-  size_t period = (size_t)PERF_PERIOD * esize, bytes = count * esize;
-  for (size_t off = 0; off < bytes; off += period)
-    memcpy(buf + off, table, bytes - off < period ? bytes - off : period);
+const char *perfDataInputOf(perfData *d, int rank) {
+  if (rank == d->rank) return d->input;
+  if (rank != d->otherRank) {
+    perfInputTable(d->other, d->type, d->op, rank, d->nRanks);
+    d->otherRank = rank;
+  }
+  return d->other;
+}
+
+/* buf follows the table in runs: the first from index first % PERIOD to the period's end,
+ * then whole periods. The length of the run from index at when left elements remain: */
+static size_t perfRun(size_t at, size_t left) {
+  return left < PERF_PERIOD - at ? left : PERF_PERIOD - at;
+}
+
+void perfFill(char *buf, const char *table, size_t first, size_t count, size_t esize) {
+  for (size_t done = 0, at = first % PERF_PERIOD, n; done < count; done += n, at = 0) {
+    n = perfRun(at, count - done);
+    memcpy(buf + done * esize, table + at * esize, n * esize);
+  }
 }
 
 static int perfEltWrong(const perfData *d, const char *got, const char *want, int exact) {
@@ -220,23 +245,24 @@ static int perfEltWrong(const perfData *d, const char *got, const char *want, in
   return !(fabs(g - w) <= tol); /* NaN counts as wrong */
 }
 
-long long perfCountWrong(const perfData *d, const char *buf, const char *table, size_t count,
-                         int exact) {
-  size_t period = (size_t)PERF_PERIOD * d->esize, bytes = count * d->esize;
+long long perfCountWrong(const perfData *d, const char *buf, const char *table, size_t first,
+                         size_t count, int exact) {
+  size_t es = d->esize;
   long long wrong = 0;
-  for (size_t off = 0; off < bytes; off += period) {
-    size_t n = bytes - off < period ? bytes - off : period;
-    if (memcmp(buf + off, table, n) == 0) continue; /* the common case: one memcmp a period */
-    for (size_t e = 0; e < n; e += d->esize) wrong += perfEltWrong(d, buf + off + e, table + e, exact);
+  for (size_t done = 0, at = first % PERF_PERIOD, n; done < count; done += n, at = 0) {
+    n = perfRun(at, count - done);
+    const char *got = buf + done * es, *want = table + at * es;
+    if (memcmp(got, want, n * es) == 0) continue; /* the common case: one memcmp a period */
+    for (size_t e = 0; e < n * es; e += es) wrong += perfEltWrong(d, got + e, want + e, exact);
   }
   return wrong;
 }
 
-long long perfGuardWrong(const char *guard, size_t esize) {
+long long perfCountNotSentinel(const char *buf, size_t count, size_t esize) {
   long long wrong = 0;
-  for (size_t e = 0; e < PERF_GUARD; e += esize) {
+  for (size_t e = 0; e < count * esize; e += esize) {
     for (size_t b = 0; b < esize; b++) {
-      if ((unsigned char)guard[e + b] != PERF_SENTINEL) {
+      if ((unsigned char)buf[e + b] != PERF_SENTINEL) {
         wrong++;
         break;
       }
@@ -244,19 +270,3 @@ long long perfGuardWrong(const char *guard, size_t esize) {
   }
   return wrong;
 }
-
-/* ---------------------------------------------------------------------------------------------
- * Shapes. */
-
-/* Each rank sends and receives count elements, in place in the same buffer. */
-static void perfAllReduceCounts(size_t count, int nRanks, perfCounts *c) {
-  (void)nRanks;
-  *c = (perfCounts){.sendCount = count, .recvCount = count, .paramCount = count};
-}
-
-/* A ring moves 2(n-1)/n of the data through each rank's link. */
-static double perfAllReduceBusFactor(int nRanks) {
-  return 2.0 * (nRanks - 1) / nRanks;
-}
-
-const perfShape perfShapeAllReduce = {"AllReduce", perfAllReduceCounts, perfAllReduceBusFactor};

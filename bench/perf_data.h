@@ -1,6 +1,6 @@
-/* What the benchmarks move and check: datatypes and reductions in nccl-tests' order, verifiable
- * data with its expected results, and the shape of each collective (how many elements each rank
- * sends and receives for a count, and its busbw factor). */
+/* What the benchmarks move and check: datatypes and reductions in nccl-tests' order, and
+ * verifiable data with its expected reduction (perf_shape.h says where each collective's
+ * result comes from). */
 #ifndef WEFT_BENCH_PERF_DATA_H_
 #define WEFT_BENCH_PERF_DATA_H_
 
@@ -36,9 +36,12 @@ extern const char *const perfOpNames[PERF_NOPS];
 /* ---------------------------------------------------------------------------------------------
  * Verifiable data. Element i of rank r's input is a small integer drawn from a hash of
  * (r, i mod PERF_PERIOD, type, op), chosen so that every partial result of any reduction order
- * is exact; the expected result is then computed here, per element, over all ranks. The data
- * repeats with a prime period, so a chunk moved by any power-of-two offset shows, and filling
- * and checking are memcpy/memcmp of one period at a time. */
+ * is exact; the expected reduction is then computed here, per element, over all ranks. The
+ * data repeats with a prime period, so a chunk moved by any power-of-two offset shows, and
+ * filling and checking are memcpy/memcmp of one period at a time. A buffer holds a table from
+ * some index on: element k of it is table[(first + k) % PERIOD], so the part of a collective's
+ * result that comes from index first of some rank's input (a block of AllGather, AlltoAll,
+ * Scatter) is checked against exactly that. */
 
 #define PERF_PERIOD 4093
 #define PERF_GUARD 64        /* bytes past the end of the result that must stay untouched */
@@ -46,41 +49,26 @@ extern const char *const perfOpNames[PERF_NOPS];
 #define PERF_ALIGN 64
 
 typedef struct {
-  int type, op, nRanks;
+  int type, op, rank, nRanks;
   size_t esize;
   char *input;  /* PERF_PERIOD elements: this rank's send data */
-  char *expect; /* PERF_PERIOD elements: the reduction over all ranks */
+  char *expect; /* PERF_PERIOD elements: the reduction over all ranks (NULL: not asked for) */
+  char *other;  /* PERF_PERIOD elements: otherRank's input, made when asked for */
+  int otherRank;
 } perfData;
 
-void perfDataInit(perfData *d, int type, int op, int rank, int nRanks);
+/* reduction: also compute the expected reduction (nRanks x PERF_PERIOD hashes). */
+void perfDataInit(perfData *d, int type, int op, int rank, int nRanks, int reduction);
 void perfDataFree(perfData *d);
-/* buf[i] = table[i % PERF_PERIOD], i < count. */
-void perfFill(char *buf, const char *table, size_t count, size_t esize);
-/* Elements of buf that differ from the periodic table; exact = bit for bit, otherwise floats
- * compare by value (+0 == -0, avg within its tolerance). */
-long long perfCountWrong(const perfData *d, const char *buf, const char *table, size_t count, int exact);
-/* Elements of the guard zone after the result that were written to. */
-long long perfGuardWrong(const char *guard, size_t esize);
-
-/* ---------------------------------------------------------------------------------------------
- * The shape of a collective, as nccl-tests' getCollByteCount and getBw: for count (the size
- * swept divided by the element size), the elements each rank sends and receives and the count
- * passed to the call; the in-place buffers as offsets (times the rank) into the receive buffer;
- * busbw = algbw * busFactor, algbw = the size column (the larger of the send and receive
- * bytes) per second. The check data above is a reduction over all ranks' inputs, which is the
- * expected result of AllReduce; a collective with another result adds its expected data here. */
-
-typedef struct {
-  size_t sendCount, recvCount, paramCount;     /* elements */
-  size_t sendInplaceOffset, recvInplaceOffset; /* elements, times the rank */
-} perfCounts;
-
-typedef struct {
-  const char *name; /* "AllReduce" */
-  void (*counts)(size_t count, int nRanks, perfCounts *c);
-  double (*busFactor)(int nRanks);
-} perfShape;
-
-extern const perfShape perfShapeAllReduce;
+/* PERF_PERIOD elements of rank's input (this rank's, or one made and kept until the next). */
+const char *perfDataInputOf(perfData *d, int rank);
+/* buf[k] = table[(first + k) % PERF_PERIOD], k < count. */
+void perfFill(char *buf, const char *table, size_t first, size_t count, size_t esize);
+/* Elements of buf that differ from the table from index first on; exact = bit for bit,
+ * otherwise floats compare by value (+0 == -0, avg within its tolerance). */
+long long perfCountWrong(const perfData *d, const char *buf, const char *table, size_t first,
+                         size_t count, int exact);
+/* Elements of buf[0..count) with a byte that is not PERF_SENTINEL. */
+long long perfCountNotSentinel(const char *buf, size_t count, size_t esize);
 
 #endif

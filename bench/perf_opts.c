@@ -26,7 +26,7 @@ static void perfUsage(const char *tool) {
          "\t[-c,--check <check iteration count> (0: no check)]\n"
          "\t[-o,--op <sum/prod/min/max/avg/all>]\n"
          "\t[-d,--datatype <int8/uint8/int32/uint32/int64/uint64/half/float/double/bfloat16/all>]\n"
-         "\t[-r,--root <root> (ignored: allreduce has none)]\n"
+         "\t[-r,--root <root rank, or all (-1): each rank in turn> (rooted collectives; default 0)]\n"
          "\t[-z,--blocking <0/1/2/3> 1=barrier after each collective, 2=no barrier (calls always "
          "wait), 3=barrier after each iteration (-n), not timed]\n"
          "\t[-y,--stream_null <0/1> (no streams on host buffers: noted, ignored)]\n"
@@ -100,6 +100,15 @@ static int perfOpByName(const char *s) {
   return -2;
 }
 
+/* -r: a rank, or every rank in turn ("all", or -1 as in nccl-tests). */
+static int perfParseRoot(const char *s, int *out) {
+  if (strcmp(s, "all") == 0) {
+    *out = PERF_ALL;
+    return 0;
+  }
+  return perfParseInt(s, -1, INT_MAX, out);
+}
+
 static void perfDefaults(perfOpts *o) {
   memset(o, 0, sizeof(*o));
   o->minBytes = o->maxBytes = 32u << 20; /* nccl-tests' defaults */
@@ -120,7 +129,7 @@ static void perfDefaults(perfOpts *o) {
 
 /* One flag; returns its error message, NULL when fine. */
 static const char *perfParseFlag(int c, const char *arg, perfOpts *o) {
-  int unused, ok = 0;
+  int ok = 0;
   switch (c) {
   case 'b': ok = perfParseSize(arg, &o->minBytes) == 0; break;
   case 'e': ok = perfParseSize(arg, &o->maxBytes) == 0; break;
@@ -137,7 +146,10 @@ static const char *perfParseFlag(int c, const char *arg, perfOpts *o) {
   case 'z': ok = perfParseInt(arg, 0, 3, &o->blocking) == 0; break;
   case 'p': ok = perfParseInt(arg, 0, 1, &o->parallelInit) == 0; break;
   case 'A': ok = perfParseInt(arg, 0, 1, &o->showAlgo) == 0; break;
-  case 'r': ok = perfParseInt(arg, 0, INT_MAX, &unused) == 0; break;
+  case 'r':
+    o->rootGiven = arg;
+    ok = perfParseRoot(arg, &o->root) == 0;
+    break;
   case 'T': ok = perfParseSeconds(arg, &o->timeout) == 0; break;
   case 'C': ok = perfParseInt(arg, 0, 1, &o->cputime) == 0; break;
   case 'S': ok = perfParseInt(arg, 0, 1, &o->timestamps) == 0; break;
@@ -157,6 +169,7 @@ static const char *perfParseFlag(int c, const char *arg, perfOpts *o) {
     ok = o->type != -2;
     break;
   case 'o':
+    o->opGiven = arg;
     o->op = perfOpByName(arg);
     ok = o->op != -2;
     break;

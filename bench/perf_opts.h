@@ -11,6 +11,8 @@ typedef struct {
   int check; /* -c: validation rounds after each measurement (0: none) */
   int nThreads, nGpus, average, blocking, parallelInit;
   int type, op; /* index in perfTypes / perfOpNames, or PERF_ALL */
+  int root;     /* -r: the root of rooted collectives, or PERF_ALL (-r all, or nccl-tests' -1) */
+  const char *rootGiven, *opGiven; /* -r's and -o's values as given (NULL: not given) */
   int showAlgo; /* -A 1 (not in nccl-tests): an "algo" column, what the library runs per size */
   int cycles;   /* -N: sweeps over the sizes per (type, op); 0 = until killed */
   double timeout;   /* -T: seconds a collective may take before the run is ended; 0 = none */

@@ -109,10 +109,10 @@ void perfReportOpen(const perfOpts *o, int argc, char **argv, const char *librar
   JSON_END();
 }
 
-void perfPrintHeader(const perfOpts *o, const char *library, const char *note) {
+void perfPrintHeader(const perfOpts *o, const char *library, const char *const *notes) {
   int factor = o->stepFactor > 1;
   printf("# %s\n", library);
-  if (note) printf("# %s\n", note);
+  for (; notes && *notes; notes++) printf("# %s\n", *notes);
   printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
          "iters: %d agg iters: %d validation: %d graph: 0 unalign: %d\n",
          o->nThreads, o->nGpus, o->minBytes, o->maxBytes, factor ? o->stepFactor : o->stepBytes,
@@ -296,6 +296,17 @@ void perfRowTime(const perfOpts *o, int inPlace, double usec, double algbw, doub
     if (o->check) perfJsonNum(&js, (double)wrong);
     else perfJsonNull(&js);
     perfJsonClose(&js);
+  }
+  JSON_END();
+}
+
+void perfRowNone(const perfOpts *o, int inPlace) {
+  printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+  if (o->perIter) printf("  %7s  %7s  %7s  %7s", "N/A", "N/A", "N/A", "N/A");
+  JSON_BEGIN();
+  if (js.f) {
+    perfJsonKey(&js, inPlace ? "in_place" : "out_of_place");
+    perfJsonNull(&js);
   }
   JSON_END();
 }

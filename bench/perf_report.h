@@ -20,7 +20,8 @@ void perfIterStatsOf(const double *t, int n, perfIterStats *s);
 /* -J: opens the file (never overwriting: FILE, else FILE.0, FILE.1, ...) and writes the run's
  * identity; says on stdout where it writes, or why it does not. */
 void perfReportOpen(const perfOpts *o, int argc, char **argv, const char *library);
-void perfPrintHeader(const perfOpts *o, const char *library, const char *note);
+/* notes: NULL-terminated, a "# " line each after the library's. */
+void perfPrintHeader(const perfOpts *o, const char *library, const char *const *notes);
 void perfPrintDevices(int nThreads, const perfWorld *w);
 void perfPrintTableHeader(const perfOpts *o);
 /* A "#" line, on stdout only. */
@@ -29,6 +30,8 @@ void perfPrintNote(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* One row: start, out of place then in place (time, then -I's statistics), end. */
 void perfRowStart(size_t bytes, size_t count, const char *type, const char *op, int root);
 void perfRowTime(const perfOpts *o, int inPlace, double usec, double algbw, double busbw, long long wrong);
+/* A placement the collective has no form of: N/A in its columns (JSON: null). */
+void perfRowNone(const perfOpts *o, int inPlace);
 /* sec: the n iterations' times (max over ranks); rows: each process's, nRows x n, or NULL. */
 void perfRowIters(const perfOpts *o, int inPlace, const double *sec, int n, const double *rows, int nRows);
 void perfRowEnd(const perfOpts *o, const char *algo);

@@ -9,15 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "perf_check.h"
 #include "perf_report.h"
-
-/* One size of one (type, op) in the shape's terms; bytes, except count. */
-typedef struct {
-  size_t count; /* elements passed to the call */
-  int type, op;
-  size_t esize, sendBytes, recvBytes, rowBytes; /* rowBytes: the size column */
-  size_t sendInplace, recvInplace;              /* this rank's in-place offsets */
-} perfCase;
 
 typedef struct {
   const perfOpts *opts;
@@ -27,7 +20,7 @@ typedef struct {
   int tid, rank, nRanks;
   int printer;                /* world rank 0, thread 0: prints the table */
   char *sendBase, *recvBase;  /* cap + PERF_GUARD + room for -u, each */
-  size_t sendCap, recvCap;    /* the most bytes a call sends / receives */
+  size_t cap;                 /* the most bytes a call sends or receives */
   char *send, *recv;          /* past -u's elements of the current type */
   double *iterSec;            /* -I: each iteration's seconds */
   _Atomic double busySince;   /* -T: when the wait in progress started; 0: none */
@@ -116,7 +109,7 @@ static void perfBusy(perfRank *r, size_t what, double since) {
 static void perfCall(perfRank *r, const void *send, void *recv, const perfCase *k) {
   double timeout = r->opts->timeout, t0 = 0;
   if (timeout > 0) perfBusy(r, k->count, t0 = perfNow());
-  r->bench->run(r->ctx, send, recv, k->count, k->type, k->op, -1);
+  r->bench->run(r->ctx, send, recv, k->count, k->type, k->op, k->root);
   if (timeout > 0) {
     perfBusy(r, 0, 0.0);
     double took = perfNow() - t0;
@@ -148,29 +141,17 @@ static const double *perfMaxVec(perfRank *r, const double *v, int n, const doubl
 /* ---------------------------------------------------------------------------------------------
  * One rank. */
 
-static void perfCaseOf(const perfRank *r, int type, int op, size_t count, perfCase *k) {
-  perfCounts c;
-  r->bench->shape->counts(count, r->nRanks, &c);
-  k->type = type;
-  k->op = op;
-  k->esize = perfTypes[type].size;
-  k->count = c.paramCount;
-  k->sendBytes = c.sendCount * k->esize;
-  k->recvBytes = c.recvCount * k->esize;
-  k->rowBytes = k->sendBytes > k->recvBytes ? k->sendBytes : k->recvBytes;
-  k->sendInplace = c.sendInplaceOffset * k->esize * (size_t)r->rank;
-  k->recvInplace = c.recvInplaceOffset * k->esize * (size_t)r->rank;
-}
-
+/* Both buffers as large as the larger of the largest call's (as nccl-tests, whose buffers are
+ * maxBytes each): in place, the receive buffer holds the send part too, and the timed
+ * iterations step through both at the same offsets. */
 static void perfRankAlloc(perfRank *r) {
-  perfCounts c; /* the largest call: maxBytes of 1-byte elements */
-  r->bench->shape->counts(r->opts->maxBytes, r->nRanks, &c);
-  r->sendCap = c.sendCount;
-  r->recvCap = c.recvCount;
+  perfCase k; /* the largest call: maxBytes of 1-byte elements */
+  perfCaseOf(r->bench->shape, PERF_INT8, PERF_SUM, 0, r->opts->maxBytes, r->rank, r->nRanks, &k);
+  r->cap = k.rowBytes;
   size_t pad = PERF_GUARD + 8 * (size_t)r->opts->unalign; /* -u: up to 8-byte elements */
   void *s = NULL, *v = NULL;
-  if (posix_memalign(&s, PERF_ALIGN, r->sendCap + pad) || posix_memalign(&v, PERF_ALIGN, r->recvCap + pad))
-    perfFatal("rank %d: cannot allocate %zu + %zu bytes", r->rank, r->sendCap + pad, r->recvCap + pad);
+  if (posix_memalign(&s, PERF_ALIGN, r->cap + pad) || posix_memalign(&v, PERF_ALIGN, r->cap + pad))
+    perfFatal("rank %d: cannot allocate 2 x %zu bytes", r->rank, r->cap + pad);
   r->sendBase = s;
   r->recvBase = v;
   if (r->opts->perIter) {
@@ -180,7 +161,7 @@ static void perfRankAlloc(perfRank *r) {
 }
 
 static size_t perfRankBytes(const perfRank *r) {
-  return r->sendCap + r->recvCap + 2 * (PERF_GUARD + 8 * (size_t)r->opts->unalign);
+  return 2 * (r->cap + PERF_GUARD + 8 * (size_t)r->opts->unalign);
 }
 
 static void perfRankFree(perfRank *r) {
@@ -192,8 +173,7 @@ static void perfRankFree(perfRank *r) {
 /* Like nccl-tests, iteration i works at offset (i mod steps) * bytes inside the buffers, so
  * successive iterations do not reuse cache-hot data (and races between calls show). */
 static void perfCollAt(perfRank *r, const perfCase *k, int inPlace, int iter) {
-  size_t cap = r->sendCap < r->recvCap ? r->sendCap : r->recvCap;
-  size_t steps = k->rowBytes ? cap / k->rowBytes : 1;
+  size_t steps = k->rowBytes ? r->cap / k->rowBytes : 1;
   size_t shift = k->rowBytes * ((size_t)iter % (steps ? steps : 1));
   char *recv = r->recv + shift;
   const char *send = inPlace ? recv + k->sendInplace : r->send + shift;
@@ -232,28 +212,22 @@ static void perfTime(perfRank *r, const perfCase *k, int inPlace, double *sec, d
   *cpu = totalCpu / ((double)n * agg);
 }
 
-/* One untimed collective on known data; returns this rank's wrong elements. Out of place, the
- * result starts as sentinel bytes (unwritten elements show) and the send buffer must come back
- * unchanged; in both cases PERF_GUARD bytes after the result must stay untouched. The data is
- * a reduction's (perf_data.h): send and receive counts are the call's count. */
-static long long perfValidate(perfRank *r, const perfData *d, const perfCase *k, int inPlace) {
-  size_t count = k->count, bytes = count * d->esize;
-  perfFill(r->send, d->input, count, d->esize);
-  if (inPlace) perfFill(r->recv, d->input, count, d->esize);
-  else memset(r->recv, PERF_SENTINEL, bytes);
-  memset(r->recv + bytes, PERF_SENTINEL, PERF_GUARD);
+/* One untimed collective on known data (perf_check.h); returns this rank's wrong elements. */
+static long long perfValidate(perfRank *r, perfData *d, const perfCase *k, int inPlace) {
+  perfCheckPrepare(d, k, r->send, r->recv, inPlace);
   perfBarrier(r); /* peers may read our buffers: all filled before any call */
   perfCollAt(r, k, inPlace, 0);
-  long long wrong = perfCountWrong(d, r->recv, d->expect, count, 0) + perfGuardWrong(r->recv + bytes, d->esize);
-  if (!inPlace) wrong += perfCountWrong(d, r->send, d->input, count, 1);
-  /* Put valid data back where the sentinel was, so later timed runs reduce ordinary numbers
-   * (sentinel products would underflow to slow subnormals). */
-  perfFill(r->recv, d->input, count + PERF_GUARD / d->esize, d->esize);
+  long long wrong = perfCheckResult(d, r->bench->shape, k, r->send, r->recv, inPlace, r->rank, r->nRanks);
+  perfCheckRestore(d, k, r->recv, inPlace);
   return wrong;
 }
 
-static void perfMeasure(perfRank *r, const perfData *d, const perfCase *k, int inPlace) {
+static void perfMeasure(perfRank *r, perfData *d, const perfCase *k, int inPlace) {
   const perfOpts *o = r->opts;
+  if (inPlace && !r->bench->shape->inPlace) { /* no such form: nothing to time */
+    if (r->printer) perfRowNone(o, inPlace);
+    return;
+  }
   double sec, cpu;
   perfTime(r, k, inPlace, &sec, &cpu);
   sec = perfReduce(r, sec, o->average);
@@ -276,32 +250,39 @@ static void perfMeasure(perfRank *r, const perfData *d, const perfCase *k, int i
   r->errors += wrong != 0;
 }
 
-static void perfWarmup(perfRank *r, size_t bytes, int type, int op) {
+static void perfWarmup(perfRank *r, size_t bytes, int type, int op, int root) {
   perfCase k;
-  perfCaseOf(r, type, op, bytes / perfTypes[type].size, &k);
+  perfCaseOf(r->bench->shape, type, op, root, bytes / perfTypes[type].size, r->rank, r->nRanks, &k);
   for (int i = 0; i < r->opts->warmup; i++) perfCollAt(r, &k, 0, i);
 }
 
-static void perfTimeTest(perfRank *r, int type, int op) {
+/* The redop column: the op, or "none" for a collective without one (nccl-tests' name). */
+static const char *perfOpColumn(const perfShape *s, int op) {
+  return s->opLoop ? perfOpNames[op] : "none";
+}
+
+/* nccl-tests' TimeTest: warmup, then -N sweeps over the sizes, for one (type, op, root). */
+static void perfTimeTest(perfRank *r, int type, int op, int root) {
   const perfOpts *o = r->opts;
+  const perfShape *shape = r->bench->shape;
   size_t esize = perfTypes[type].size;
   r->send = r->sendBase + (size_t)o->unalign * esize; /* -u: nccl-tests' misalignment */
   r->recv = r->recvBase + (size_t)o->unalign * esize;
   perfData d;
-  perfDataInit(&d, type, op, r->rank, r->nRanks);
+  perfDataInit(&d, type, op, r->rank, r->nRanks, shape->reduces);
   /* Valid numbers in the whole buffers: the timed iterations walk all of them. */
-  perfFill(r->send, d.input, (r->sendCap + PERF_GUARD) / esize, esize);
-  perfFill(r->recv, d.input, (r->recvCap + PERF_GUARD) / esize, esize);
+  perfFill(r->send, d.input, 0, (r->cap + PERF_GUARD) / esize, esize);
+  perfFill(r->recv, d.input, 0, (r->cap + PERF_GUARD) / esize, esize);
   perfBarrier(r);
-  perfWarmup(r, o->maxBytes, type, op);
-  perfWarmup(r, o->minBytes, type, op);
+  perfWarmup(r, o->maxBytes, type, op, root);
+  perfWarmup(r, o->minBytes, type, op, root);
   for (long cycle = 0; o->cycles == 0 || cycle < o->cycles; cycle++) { /* -N, 0: forever */
     for (size_t size = o->minBytes; size <= o->maxBytes; size = perfNextSize(o, size)) {
       size_t count = size / esize;
       if (count == 0 && size != 0) continue; /* smaller than one element */
       perfCase k;
-      perfCaseOf(r, type, op, count, &k);
-      if (r->printer) perfRowStart(k.rowBytes, k.count, perfTypes[type].name, perfOpNames[op], -1);
+      perfCaseOf(shape, type, op, root, count, r->rank, r->nRanks, &k);
+      if (r->printer) perfRowStart(k.rowBytes, k.count, perfTypes[type].name, perfOpColumn(shape, op), root);
       perfMeasure(r, &d, &k, 0);
       perfMeasure(r, &d, &k, 1);
       if (r->printer) {
@@ -314,17 +295,24 @@ static void perfTimeTest(perfRank *r, int type, int op) {
   perfDataFree(&d);
 }
 
-/* Whether (type, op) is one the options select (perfBench.supported says how "all" filters). */
+/* Whether (type, op) is one the options select (perfBench.supported says how "all" filters).
+ * A collective without an op runs once per type, as op 0 (sum: its data's value range). */
 static int perfPairSelected(const perfOpts *o, const perfBench *b, int type, int op) {
-  if ((o->type != PERF_ALL && o->type != type) || (o->op != PERF_ALL && o->op != op)) return 0;
-  int any = o->type == PERF_ALL || o->op == PERF_ALL;
+  int opLoop = b->shape->opLoop;
+  if (o->type != PERF_ALL && o->type != type) return 0;
+  if (!opLoop ? op != PERF_SUM : o->op != PERF_ALL && o->op != op) return 0;
+  int any = o->type == PERF_ALL || (opLoop && o->op == PERF_ALL);
   return !(any && b->supported && !b->supported(type, op));
 }
 
-/* Every selected (type, op) pair, in nccl-tests' order; a type with no size in the range (-d
- * all from 1 to 3 bytes has no float) is skipped with a note. */
+/* Every selected (type, op) pair and root, in nccl-tests' order (roots innermost: -r all is
+ * every rank in turn); a type with no size in the range (-d all from 1 to 3 bytes has no
+ * float) is skipped with a note. */
 static void perfRunAll(perfRank *r) {
   const perfOpts *o = r->opts;
+  int rooted = r->bench->shape->rooted;
+  int firstRoot = !rooted ? -1 : o->root == PERF_ALL ? 0 : o->root;
+  int lastRoot = !rooted ? -1 : o->root == PERF_ALL ? r->nRanks - 1 : o->root;
   for (int type = 0; type < PERF_NTYPES; type++) {
     int noted = 0;
     for (int op = 0; op < PERF_NOPS; op++) {
@@ -336,7 +324,7 @@ static void perfRunAll(perfRank *r) {
         noted = 1;
         continue;
       }
-      perfTimeTest(r, type, op);
+      for (int root = firstRoot; root <= lastRoot; root++) perfTimeTest(r, type, op, root);
     }
   }
 }
@@ -355,6 +343,31 @@ static const char *perfCheckSweep(const perfOpts *o, const perfBench *b) {
            "nothing to measure",
            o->minBytes, o->maxBytes, perfTypes[o->type].name, perfTypes[o->type].size);
   return msg;
+}
+
+/* -r names a rank of this job (known only once MPI has started). */
+static const char *perfCheckRoot(const perfOpts *o, const perfBench *b, int nRanks) {
+  static char msg[128];
+  if (!b->shape->rooted || o->root == PERF_ALL || o->root < nRanks) return NULL;
+  snprintf(msg, sizeof(msg), "root (-r) %d is not a rank: %d ranks (0 to %d)", o->root, nRanks, nRanks - 1);
+  return msg;
+}
+
+/* The header's notes: the benchmark's own, and -r / -o given to a collective without a root /
+ * an op (nccl-tests ignores them silently; here the header says so). NULL-terminated. */
+static void perfNotes(const perfOpts *o, const perfBench *b, char ignored[2][128], const char *notes[4]) {
+  int n = 0;
+  const char *name = b->shape->name;
+  if (b->note) notes[n++] = b->note;
+  if (o->rootGiven && !b->shape->rooted) {
+    snprintf(ignored[0], 128, "-r %s: %s has no root: ignored", o->rootGiven, name);
+    notes[n++] = ignored[0];
+  }
+  if (o->opGiven && !b->shape->opLoop) {
+    snprintf(ignored[1], 128, "-o %s: %s has no reduction: ignored", o->opGiven, name);
+    notes[n++] = ignored[1];
+  }
+  notes[n] = NULL;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -454,10 +467,18 @@ int perfMain(int argc, char **argv, const perfBench *b) {
     return 1;
   }
   perfWorldInit(&w, b->alwaysMpi || perfEnvUnderMpi(), &argc, &argv);
+  if ((err = perfCheckRoot(&o, b, w.size * o.nThreads))) {
+    if (w.rank == 0) fprintf(stderr, "%s: %s\n", b->tool, err);
+    perfWorldFinalize();
+    return 1;
+  }
   const char *library = b->library ? b->library() : b->tool;
   if (w.rank == 0) {
+    char ignored[2][128];
+    const char *notes[4];
+    perfNotes(&o, b, ignored, notes);
     perfReportOpen(&o, nArgs, args, library);
-    perfPrintHeader(&o, library, b->note);
+    perfPrintHeader(&o, library, notes);
   }
   perfPrintDevices(o.nThreads, &w);
   void *shared = b->setup ? b->setup(&w) : NULL;

@@ -1,8 +1,8 @@
 /* The benchmark driver shared by every *_perf benchmark: nccl-tests' options, header, table and
  * JSON, the team of ranks (threads x MPI processes), verifiable data, and the timing loop
  * (nccl-tests' TimeTest / BenchTime). A benchmark supplies only what differs: its collective
- * call, its shape (perf_data.h: counts and busbw factor), and how a rank gets ready for it. So
- * the numbers of any two benchmarks are comparable line by line.
+ * call, its shape (perf_shape.h: counts, busbw factor, where its result comes from), and how
+ * a rank gets ready for it. So the numbers of any two benchmarks are comparable line by line.
  *
  *   static const perfBench bench = {.tool = "allreduce_perf", .shape = &perfShapeAllReduce,
  *                                   .run = myAllReduce, ...};
@@ -12,16 +12,18 @@
 
 #include "perf_data.h"
 #include "perf_opts.h"
+#include "perf_shape.h"
 #include "perf_team.h"
 
 /* The collective under test, on one rank; returns when recv holds the result, and reports its
- * own errors through perfFatal. root is -1 for collectives without one. */
+ * own errors through perfFatal. root is -1 for collectives without one; op is 0 (sum) for
+ * those without one. */
 typedef void (*perfCollFn)(void *ctx, const void *send, void *recv, size_t count, int type, int op,
                            int root);
 
 typedef struct {
   const char *tool;       /* "allreduce_perf": usage and messages */
-  const perfShape *shape; /* counts and busbw factor */
+  const perfShape *shape; /* counts, busbw factor, result */
   perfCollFn run;
   /* 1: MPI_Init even without a launcher (a benchmark of MPI itself); 0: only under mpirun. */
   int alwaysMpi;

@@ -1,8 +1,10 @@
 #!/bin/bash
-# allreduce_perf takes what nccl-tests scripts pass (-N -T -J -u -S -C -I -K -M -z -c, and -G -R
-# -y -x -D -V with a note), each with its effect checked; and a size range that holds no element
-# of the datatype is an error, not an empty table that passes. Short runs: 2 ranks as threads
-# (and 2 processes under mpirun for -T on a hung rank), a few small sizes, -n 2 -w 1.
+# The benchmarks take what nccl-tests scripts pass (-N -T -J -u -S -C -I -K -M -z -c, and -G -R
+# -y -x -D -V with a note), each with its effect checked on allreduce_perf; and a size range that
+# holds no element of the datatype is an error, not an empty table that passes. Then every
+# collective's benchmark: its table, its results and a wrong result reported, its MPI baseline;
+# and bench/plot.py on a canned input. Short runs: 2 or 3 ranks as threads (processes under
+# mpirun for the MPI baselines and -T on a hung rank), a few small sizes, -n 2 -w 1.
 #   tests/bench/test-perf-flags.sh [BUILD]      exit 0 when every check passes
 set -u
 BUILD=${1:-build}
@@ -197,6 +199,140 @@ assert all(len(x["out_of_place_per_iter"]["per_process_max_times_us"]) == 2 for 
 PY
   then ok "mpi_allreduce_perf -J -I under mpirun"
   else bad "mpi_allreduce_perf -J -I: exit $rc"; fi
+fi
+
+# Every collective's benchmark, over 2 and 3 ranks (threads) with -c 1: the table has nccl-tests'
+# columns; size and count follow nccl-tests' convention (AllGather, ReduceScatter, AlltoAll,
+# Gather, Scatter: size is the whole n-part buffer, count a rank's part of size / n rounded
+# down to 16 bytes); redop is "none" where nothing is reduced; root is -1, or with -r all every
+# rank in turn; busbw / algbw is the bus factor and algbw is size / time; the in-place columns
+# are N/A where the collective has no in-place form. The same benchmark with tests/bench/
+# wrong_result.c linked in (rank 0's first element changed after each call) must report
+# exactly 1 wrong element in every checked column and exit 1. The MPI baseline under mpirun
+# must pass the same checks and give the same rows. weft 0: no weft benchmark (yet) on this
+# branch, only the MPI baseline.
+#   name            size   busbw factor  redop  rooted  in place  weft
+colls="allreduce       whole  2*(n-1)/n     sum    0       1         1
+broadcast       whole  1             none   1       1         1
+reduce          whole  1             sum    1       1         1
+all_gather      parts  (n-1)/n       none   0       1         1
+reduce_scatter  parts  (n-1)/n       sum    0       1         1
+alltoall        parts  (n-1)/n       none   0       0         0
+gather          parts  (n-1)/n       none   1       1         0
+scatter         parts  (n-1)/n       none   1       1         0
+sendrecv        whole  1             sum    0       0         0"
+# table FILE.json SIZE FACTOR REDOP ROOTED INPLACE N: the JSON rows against the above.
+table() {
+  json "$@" <<'PY'
+import json, sys
+path, size, factor, redop, rooted, inplace, n = sys.argv[1:8]
+rooted, inplace, n = int(rooted), int(inplace), int(n)
+f = eval(factor, {"n": n})
+rows = json.load(open(path))["results"]
+want = []
+for root in (range(n) if rooted else [-1]):
+    for total in (1024, 4096, 16384):
+        count = total // 4
+        if size == "parts":
+            count = (count // n) & ~3  # 16 bytes of floats
+            total = count * n * 4
+        want.append((total, count, "float", redop, str(root)))
+got = [(r["size"], r["count"], r["type"], r["redop"], r["root"]) for r in rows]
+assert got == want, (got, want)
+for r in rows:
+    assert inplace or r["in_place"] is None, r
+    for p in ("out_of_place", "in_place") if inplace else ("out_of_place",):
+        x = r[p]
+        assert x["nwrong"] == 0, (p, x)
+        assert abs(x["alg_bw"] - r["size"] / 1e3 / x["time"]) <= 1e-6 * x["alg_bw"] + 1e-9, x
+        assert abs(x["bus_bw"] - f * x["alg_bw"]) <= 1e-6 * x["bus_bw"] + 1e-9, (x, f)
+PY
+}
+header="size count type redop root time algbw busbw #wrong time algbw busbw #wrong"
+# table_ok WHAT FILE.json: the text table in $tmp/out and its JSON twin as the spec says.
+table_ok() {
+  local cols
+  cols=$(sed -n 's/^# *\(size .*\)$/\1/p' "$tmp/out" | tr -s ' ')
+  if [ "$rc" -eq 0 ] && [ "$cols" = "$header" ] && has "Out of bounds values : 0 OK" &&
+    [ "$(rows | awk 'NF != 13' | wc -l)" -eq 0 ] && table "$2" "$size" "$factor" "$redop" "$rooted" "$inplace" "$n" &&
+    { [ "$inplace" = 1 ] || [ "$(rows | awk '$10 $11 $12 $13 != "N/AN/AN/AN/A"' | wc -l)" -eq 0 ]; }; then
+    ok "$1: nccl-tests' columns, sizes, counts, roots, busbw factor $factor$([ "$inplace" = 0 ] && echo ", no in-place form (N/A)"), right results"
+  else bad "$1: exit $rc, columns '$cols'"; fi
+}
+# weft_checks: the weft benchmark, then the same with a wrong element.
+weft_checks() {
+  local what="${name}_perf -t $n" wrongs
+  timeout 120 "$BUILD/bench/${name}_perf" -t "$n" $flags -J "$tmp/$name.$n.json" >"$tmp/out" 2>&1
+  rc=$?
+  table_ok "$what" "$tmp/$name.$n.json"
+  rows | awk '{ print $1, $2, $3, $4, $5 }' >"$tmp/weft.rows"
+  timeout 120 "$BUILD/tests/bench/${name}_perf" -t "$n" $flags >"$tmp/out" 2>&1
+  rc=$?
+  # The #wrong columns: out of place the 9th, in place the 13th.
+  wrongs=$(rows | awk -v inplace="$inplace" '{ print $9; if (inplace) print $13 }' | sort -u | tr '\n' ' ')
+  if [ "$rc" -eq 1 ] && [ "$wrongs" = "1 " ] && [ "$(nrows)" -gt 0 ] && has "Out of bounds values : [1-9][0-9]* FAILED"; then
+    ok "$what with a wrong element: reported in every row (#wrong 1), exit 1"
+  else bad "$what with a wrong element: exit $rc, #wrong '$wrongs'"; fi
+}
+# mpi_checks: the MPI baseline, as its own table and (where weft's ran) with weft's rows.
+mpi_checks() {
+  local what="mpi_${name}_perf -np $n"
+  timeout 120 $MPIRUN -np "$n" "$BUILD/bench/mpi_${name}_perf" $flags -J "$tmp/mpi.$name.$n.json" >"$tmp/out" 2>&1
+  rc=$?
+  table_ok "$what" "$tmp/mpi.$name.$n.json"
+  if [ -f "$tmp/weft.rows" ]; then
+    rows | awk '{ print $1, $2, $3, $4, $5 }' | cmp -s - "$tmp/weft.rows" && ok "$what: weft's rows" ||
+      bad "$what: not weft's rows"
+  fi
+}
+flags="-b 1K -e 16K -f 4 -n 2 -w 1 -c 1 -r all"
+while read -r name size factor redop rooted inplace weft <&3; do
+  for n in 2 3; do
+    rm -f "$tmp/weft.rows"
+    [ "$weft" = 1 ] && weft_checks
+    if command -v mpirun >/dev/null; then mpi_checks; else echo "skip mpi_${name}_perf: no mpirun"; fi
+  done
+done 3<<<"$colls"
+
+# bench/plot.py on a canned compare.sh output (tests/bench/compare-sample.md): the series it
+# reads (size 0 and "-" medians left out; roots told apart where there are several), and one
+# PNG per collective, 900 x 550; input without a table is refused. Debian's python3 with
+# python3-matplotlib is installed by install-deps.sh, so its absence is a failure.
+sample=$(dirname "$0")/compare-sample.md
+plot=$(dirname "$0")/../../bench/plot.py
+if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  bad "plot.py: no matplotlib for /usr/bin/python3 (install-deps.sh installs python3-matplotlib)"
+else
+  "$plot" "$sample" --list >"$tmp/out" 2>&1
+  rc=$?
+  cat >"$tmp/want" <<'EOF'
+AllGather | 2 ranks | weft | 64:0.01 1024:0.5 1048576:4.37
+AllGather | 2 ranks | mpi | 64:0.07 1024:0.48
+AllGather | 3 ranks | weft | 48:0.01 1008:0.45
+AllGather | 3 ranks | mpi | 48:0.04 1008:0.48
+Broadcast | 2 ranks, root 0 | weft | 8:0 4096:1.54
+Broadcast | 2 ranks, root 0 | mpi | 8:0.01 4096:1.11
+Broadcast | 2 ranks, root 1 | weft | 8:0.01 4096:1.42
+Broadcast | 2 ranks, root 1 | mpi | 8:0.04 4096:1.14
+EOF
+  if [ "$rc" -eq 0 ] && cmp -s "$tmp/out" "$tmp/want"; then ok "plot.py --list: the series of the sample"
+  else bad "plot.py --list: exit $rc, $(diff "$tmp/want" "$tmp/out" | head -5)"; fi
+  "$plot" "$sample" -o "$tmp/plots" >"$tmp/out" 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ] && [ "$(ls "$tmp/plots" | tr '\n' ' ')" = "allgather.png broadcast.png " ] && json "$tmp/plots" <<'PY'
+import os, struct, sys
+for name in os.listdir(sys.argv[1]):
+    data = open(os.path.join(sys.argv[1], name), "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", name
+    assert struct.unpack(">II", data[16:24]) == (900, 550), (name, struct.unpack(">II", data[16:24]))
+    assert len(data) > 20000, (name, len(data))  # lines, labels and legend, not a blank canvas
+PY
+  then ok "plot.py: one 900 x 550 PNG per collective"
+  else bad "plot.py -o: exit $rc, $(ls "$tmp/plots" 2>&1 | tr '\n' ' ')"; fi
+  printf '# no table here\n' | "$plot" - --list >"$tmp/out" 2>&1
+  rc=$?
+  if [ "$rc" -ne 0 ] && has "no compare.sh table"; then ok "plot.py: input without a table refused (exit $rc)"
+  else bad "plot.py on input without a table: exit $rc"; fi
 fi
 
 echo "test-perf-flags: $passed passed, $failed failed"

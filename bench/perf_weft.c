@@ -1,0 +1,69 @@
+/* What the weft benchmarks share (see perf_weft.h). */
+#include "perf_weft.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const weftDataType_t perfWeftTypes[PERF_NTYPES] = {
+  weftInt8, weftUint8, weftInt32, weftUint32, weftInt64, weftUint64,
+  weftFloat16, weftFloat32, weftFloat64, weftBfloat16,
+};
+const weftRedOp_t perfWeftOps[PERF_NOPS] = {weftSum, weftProd, weftMax, weftMin, weftAvg};
+
+const char *perfWeftLibrary(void) {
+  static char line[64];
+  int v = 0;
+  weftResult_t res = weftGetVersion(&v);
+  if (res != weftSuccess) perfFatal("weftGetVersion: %s", weftGetErrorString(res));
+  snprintf(line, sizeof(line), "weft version %d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+  return line;
+}
+
+/* World rank 0 creates the id (and with it the bootstrap root); MPI hands it to the others. */
+static weftUniqueId uniqueId;
+
+void *perfWeftSetup(const perfWorld *w) {
+  memset(&uniqueId, 0, sizeof(uniqueId));
+  if (w->rank == 0) {
+    weftResult_t res = weftGetUniqueId(&uniqueId);
+    if (res != weftSuccess) perfFatal("weftGetUniqueId: %s: %s", weftGetErrorString(res), weftGetLastError(NULL));
+  }
+  if (perfUseMpi) MPI_Bcast(&uniqueId, (int)sizeof(uniqueId), MPI_BYTE, 0, MPI_COMM_WORLD);
+  return &uniqueId;
+}
+
+/* Each rank owns its buffers and communicator, as a process-per-rank application would. */
+void *perfWeftRankInit(void *shared, int rank, int nRanks) {
+  weftComm_t comm;
+  weftResult_t res = weftCommInitRank(&comm, nRanks, *(const weftUniqueId *)shared, rank);
+  if (res != weftSuccess) {
+    perfFatal("rank %d: weftCommInitRank: %s: %s", rank, weftGetErrorString(res), weftGetLastError(NULL));
+  }
+  return comm;
+}
+
+void perfWeftRankFini(void *ctx) {
+  weftResult_t res = weftCommDestroy(ctx);
+  if (res != weftSuccess) perfFatal("weftCommDestroy: %s", weftGetErrorString(res));
+}
+
+int perfWeftSupportedReduce(int type, int op) {
+  return op != PERF_AVG || perfTypes[type].kind == PERF_FLOAT;
+}
+
+void perfWeftCheck(weftResult_t res, weftComm_t comm, const char *call, size_t count, int type, int op,
+                   int root) {
+  if (res == weftSuccess) return;
+  char opPart[16] = "", rootPart[24] = "";
+  if (op >= 0) snprintf(opPart, sizeof(opPart), ", %s", perfOpNames[op]);
+  if (root >= 0) snprintf(rootPart, sizeof(rootPart), ", root %d", root);
+  perfFatal("%s(count %zu, %s%s%s): %s: %s", call, count, perfTypes[type].name, opPart, rootPart,
+            weftGetErrorString(res), weftGetLastError(comm));
+}
+
+const char *perfWeftAlgo(weftComm_t comm, weftColl_t coll, size_t count, int type) {
+  const char *name = "?";
+  weftResult_t res = weftCommGetCollAlgorithm(comm, coll, count, perfWeftTypes[type], &name);
+  if (res != weftSuccess) perfFatal("weftCommGetCollAlgorithm: %s: %s", weftGetErrorString(res), weftGetLastError(comm));
+  return name;
+}
