@@ -2,14 +2,15 @@
  *
  * Three kernel sets compute the same function: portable C (generic GCC/Clang vectors, so SSE2
  * or NEON; fp16 and bf16 one element at a time), AVX2 + F16C, and AVX-512 (F, BW, VL) + F16C
- * intrinsics. One set is picked once per process from the CPU and WEFT_SIMD. Results are
+ * intrinsics; fp8 on generic vectors of each set's width (x86 has no fp8 instructions). One set is picked once per process from the CPU and WEFT_SIMD. Results are
  * bit-identical whichever set runs, because:
- *  - every kernel computes exactly `a op b` per element, in the same precision (fp16 and bf16 in
- *    fp32), with IEEE division (never a reciprocal) for Avg and no multiply-add anywhere, so
+ *  - every kernel computes exactly `a op b` per element, in the same precision (fp16, bf16 and
+ *    fp8 in fp32), with IEEE division (never a reciprocal) for Avg and no multiply-add anywhere, so
  *    nothing can be contracted to an FMA (the SIMD targets leave "fma" off for the same reason);
  *  - the scalar tails of the SIMD loops call the element functions of the portable path;
- *  - the software fp16 conversions replicate F16C bit for bit, NaN payloads included, and the
- *    bf16 conversion is the same integer rounding in every path;
+ *  - the software fp16 conversions (lowfloat.h) replicate F16C bit for bit, NaN payloads
+ *    included, the bf16 conversion is the same integer rounding in every path, and the fp8
+ *    conversions are the same steps in their scalar and vector forms;
  *  - where IEEE leaves a choice (which NaN comes out of NaN op NaN) the code makes it.
  *
  * NaN: Sum, Prod and Avg of two NaNs give a's, made quiet. Max/Min propagate NaN:

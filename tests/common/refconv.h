@@ -1,5 +1,6 @@
 /* fp16, bf16 and fp8 conversions for test references and inputs, written independently of
- * lib/reduce.c (arithmetic with frexp/ldexp/nearbyint where the library manipulates bits), so a
+ * lib/lowfloat.h (arithmetic with frexp/ldexp/nearbyint, and for fp8 the values of the bit
+ * fields and an exhaustive nearest search, where the library manipulates bits), so a
  * bug in the library's converters cannot hide in a reference that uses them too. Round to
  * nearest even; NaNs as the library documents them (widening makes a NaN quiet and keeps sign
  * and payload for fp16, keeps every bit for bf16; narrowing keeps the payload's top bits and
