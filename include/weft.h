@@ -224,6 +224,30 @@ WEFT_API weftResult_t weftCommRecover(weftComm_t comm, weftComm_t *newcomm, weft
 WEFT_API weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t *newcomm,
                                     weftConfig_t *config);
 
+/* NCCL 2.29's ncclCommGetUniqueId: an id for weftCommGrow of comm, made by one rank of comm
+ * (the grow's root), which hands it to the new ranks as it would any unique id. Its root is a
+ * fresh one in this process whatever WEFT_COMM_ID says; it serves one grow, then ends (or at
+ * WEFT_TIMEOUT_MS). */
+WEFT_API weftResult_t weftCommGetUniqueId(weftComm_t comm, weftUniqueId *uniqueId);
+
+/* NCCL 2.29's ncclCommGrow: a new communicator of nRanks ranks made of the ranks of comm, which
+ * keep their ranks, and nRanks - (comm's size) new ones. Collective over all of them:
+ *   - a rank of comm that made the id: weftCommGrow(comm, nRanks, &id, -1, &newcomm, config);
+ *   - every other rank of comm:          weftCommGrow(comm, nRanks, NULL, -1, &newcomm, config);
+ *   - a new rank:                        weftCommGrow(NULL, nRanks, &id, rank, &newcomm, config),
+ *     each with its own rank from comm's size to nRanks - 1.
+ * The ranks of comm agree over comm's bootstrap listeners (so the id reaches them with comm's
+ * authentication; more or fewer than one id, or different nRanks, is weftInvalidUsage on every
+ * rank of comm), in the same order relative to comm's other splits, shrinks and recovers; a
+ * rank of comm that is gone makes it fail on every rank of comm with weftRemoteError naming it
+ * (the new ranks then time out, or fail when the root's process ends). Then every rank inits
+ * through the id as with weftCommInitRank. config as in weftCommShrink for ranks of comm (NULL:
+ * comm's timeout, blocking), as in weftCommInitRankConfig for new ranks; non-blocking:
+ * weftInProgress, poll weftCommGetAsyncError(*newcomm). comm stays usable and must stay alive until newcomm's init
+ * has completed. */
+WEFT_API weftResult_t weftCommGrow(weftComm_t comm, int nRanks, const weftUniqueId *uniqueId,
+                                   int rank, weftComm_t *newcomm, weftConfig_t *config);
+
 WEFT_API weftResult_t weftCommCount(const weftComm_t comm, int *count);
 WEFT_API weftResult_t weftCommUserRank(const weftComm_t comm, int *rank);
 
@@ -347,6 +371,8 @@ WEFT_API __typeof__(weftCommFinalize) pweftCommFinalize;
 WEFT_API __typeof__(weftCommShrink) pweftCommShrink;
 WEFT_API __typeof__(weftCommRecover) pweftCommRecover;
 WEFT_API __typeof__(weftCommSplit) pweftCommSplit;
+WEFT_API __typeof__(weftCommGetUniqueId) pweftCommGetUniqueId;
+WEFT_API __typeof__(weftCommGrow) pweftCommGrow;
 WEFT_API __typeof__(weftCommCount) pweftCommCount;
 WEFT_API __typeof__(weftCommUserRank) pweftCommUserRank;
 WEFT_API __typeof__(weftAllReduce) pweftAllReduce;

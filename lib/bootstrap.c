@@ -73,10 +73,11 @@ static weftResult_t rendezvousFromCommId(const char *commId, struct rendezvous *
   return weftSuccess;
 }
 
-static weftResult_t resolveRendezvous(const weftUniqueId *id, struct rendezvous *rv) {
+/* idOnly: the id names the rendezvous whatever WEFT_COMM_ID says (a grow's id). */
+static weftResult_t resolveRendezvous(const weftUniqueId *id, int idOnly, struct rendezvous *rv) {
   memset(rv, 0, sizeof *rv);
   const char *commId = weftParamCommId();
-  if (*commId != '\0') return rendezvousFromCommId(commId, rv);
+  if (*commId != '\0' && !idOnly) return rendezvousFromCommId(commId, rv);
   if (id == NULL)
     return weftSetError(weftInvalidArgument,
                         "bootstrap: no unique id given and WEFT_COMM_ID unset");
@@ -97,6 +98,11 @@ weftResult_t weftBootstrapGetUniqueId(weftUniqueId *id) {
     explicit_bzero(rv.secret, sizeof rv.secret);
     return weftSuccess;
   }
+  return weftBootstrapGetFreshId(id);
+}
+
+weftResult_t weftBootstrapGetFreshId(weftUniqueId *id) {
+  WEFTCHECK(weftBootstrapCryptoInit());
   uint8_t secret[SECRET_BYTES];
   union weftSockAddr local, bound;
   char ifname[64] = "";
@@ -124,8 +130,8 @@ static weftResult_t openRingListener(const struct rendezvous *rv, int rank, int 
   return weftSuccess;
 }
 
-weftResult_t weftBootstrapInit(const weftUniqueId *id, int rank, int nranks, int64_t deadlineMs,
-                               struct weftBootstrap **out) {
+static weftResult_t bootstrapInit(const weftUniqueId *id, int idOnly, int rank, int nranks,
+                                   int64_t deadlineMs, struct weftBootstrap **out) {
   if (out == NULL) return weftSetError(weftInvalidArgument, "bootstrap: output pointer is NULL");
   *out = NULL;
   if (nranks < 1 || nranks > MAX_RANKS || rank < 0 || rank >= nranks)
@@ -135,7 +141,7 @@ weftResult_t weftBootstrapInit(const weftUniqueId *id, int rank, int nranks, int
   WEFTCHECK(weftBootstrapCryptoInit());
   int64_t startMs = weftNowMs();
   struct rendezvous rv;
-  WEFTCHECK(resolveRendezvous(id, &rv));
+  WEFTCHECK(resolveRendezvous(id, idOnly, &rv));
   weftResult_t res = weftSuccess;
   struct weftBootstrap *b = calloc(1, sizeof *b);
   if (b == NULL) {
@@ -164,6 +170,16 @@ done:
   }
   *out = b;
   return weftSuccess;
+}
+
+weftResult_t weftBootstrapInit(const weftUniqueId *id, int rank, int nranks, int64_t deadlineMs,
+                               struct weftBootstrap **out) {
+  return bootstrapInit(id, 0, rank, nranks, deadlineMs, out);
+}
+
+weftResult_t weftBootstrapInitFromId(const weftUniqueId *id, int rank, int nranks,
+                                     int64_t deadlineMs, struct weftBootstrap **out) {
+  return bootstrapInit(id, 1, rank, nranks, deadlineMs, out);
 }
 
 weftResult_t weftBootstrapClose(struct weftBootstrap *b) {

@@ -26,6 +26,13 @@ weftResult_t weftBootstrapGetUniqueId(weftUniqueId *id);
 weftResult_t weftBootstrapInit(const weftUniqueId *id, int rank, int nranks, int64_t deadlineMs,
                                struct weftBootstrap **out);
 
+/* For a grow (weftCommGetUniqueId, weftCommGrow): an id whose root is a fresh one in this
+ * process, and an init through the root an id names, both whatever WEFT_COMM_ID says: the
+ * communicator that grows may have met at WEFT_COMM_ID, whose root is gone. */
+weftResult_t weftBootstrapGetFreshId(weftUniqueId *id);
+weftResult_t weftBootstrapInitFromId(const weftUniqueId *id, int rank, int nranks,
+                                     int64_t deadlineMs, struct weftBootstrap **out);
+
 /* In place: data holds nranks blocks of bytesPerRank; block [rank] is this rank's on entry,
  * all blocks are filled on return. */
 weftResult_t weftBootstrapAllGather(struct weftBootstrap *b, void *data, size_t bytesPerRank,

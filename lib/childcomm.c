@@ -34,6 +34,7 @@ struct weftSplit *weftSplitNew(struct weftComm *parent, enum weftSplitKind kind)
 
 void weftSplitFree(struct weftSplit *split) {
   if (split == NULL) return;
+  explicit_bzero(&split->growId, sizeof split->growId);
   free(split->members);
   free(split);
 }
@@ -86,6 +87,7 @@ weftResult_t weftSplitBootstrap(struct weftComm *comm) {
     case WEFT_SPLIT_SHRINK: return shrinkBootstrap(comm);
     case WEFT_SPLIT_RECOVER: return weftRecoverBootstrap(comm);
     case WEFT_SPLIT_COLOR: return weftSplitColorBootstrap(comm);
+    case WEFT_SPLIT_GROW: return weftGrowBootstrap(comm);
   }
   return weftSetError(weftInternalError, "split of unknown kind %d", (int)comm->split->kind);
 }

@@ -1,5 +1,5 @@
 /* Communicators made from an existing one without a unique id of the caller's: shrink and
- * recover (lib/shrink.c), split by color (lib/split.c). Each makes a child
+ * recover (lib/shrink.c), split by color (lib/split.c), grow (lib/grow.c). Each makes a child
  * communicator whose init (lib/comm.c) begins with weftSplitBootstrap instead of meeting at a
  * root: the child's bootstrap comes from the parent's (its listeners, its secret), then
  * everything else is the init of any communicator. What they share is in lib/childcomm.c. */
@@ -9,10 +9,11 @@
 #include <stdint.h>
 #include "core.h"
 
-enum weftSplitKind { WEFT_SPLIT_SHRINK, WEFT_SPLIT_RECOVER, WEFT_SPLIT_COLOR };
+enum weftSplitKind { WEFT_SPLIT_SHRINK, WEFT_SPLIT_RECOVER, WEFT_SPLIT_COLOR, WEFT_SPLIT_GROW };
 
 struct weftSplit {
-  struct weftComm *parent; /* must outlive the child's init (the API documents it) */
+  struct weftComm *parent; /* must outlive the child's init (the API documents it); NULL for a
+                              rank that joins a grow */
   enum weftSplitKind kind;
   uint64_t epoch;   /* the parent's splitsBegun when the call began: the same on every rank */
   int *members;     /* parent ranks in the child's rank order: fixed for a shrink, the last view
@@ -20,6 +21,9 @@ struct weftSplit {
   int n;
   int *excludedOut, *excludedCountOut; /* recover: the caller's */
   int color, key;                      /* split */
+  int growRanks;                       /* grow: the size of the new communicator */
+  int growRoot;                        /* grow: this rank passed the id */
+  weftUniqueId growId;                 /* grow: the id, the root's (agreed) */
   int64_t deadlineMs; /* split: a NOCOLOR rank's part, run in the parent's operation thread */
 };
 
@@ -44,5 +48,6 @@ weftResult_t weftSplitNameGone(struct weftComm *parent, weftResult_t rc);
 /* The bootstraps of each kind, called by weftSplitBootstrap on the child. */
 weftResult_t weftRecoverBootstrap(struct weftComm *comm); /* lib/shrink.c */
 weftResult_t weftSplitColorBootstrap(struct weftComm *comm); /* lib/split.c */
+weftResult_t weftGrowBootstrap(struct weftComm *comm);       /* lib/grow.c */
 
 #endif
