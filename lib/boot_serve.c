@@ -22,6 +22,9 @@
 /* Answered connections held until their dialer resets them; beyond this the oldest is closed
  * at once (with a reset where the dialer has everything, as it then has). */
 #define MAX_CLOSING 256
+/* Messages one sender may have coming in at once: a rank sends its messages to one peer one
+ * after another, so more is a misbehaving rank holding this listener's descriptors. */
+#define MAX_INBOUND_PER_SENDER 4
 
 void weftBootServeStart(struct weftBootstrap *b) {
   char name[WEFT_SOCK_NAME_MAX];
@@ -128,6 +131,13 @@ static void inboundDrop(struct bootServer *s, size_t k, int level, const char *w
 /* Pending peer i sent the hello of a message from rank h->rank: read the message next. */
 static void inboundStart(struct weftBootstrap *b, size_t i, const struct weftBootstrapHello *h) {
   struct bootServer *s = &b->serve;
+  int already = 0;
+  for (size_t k = 0; k < s->ninbound; k++) already += s->inbound[k].from == (int)h->rank;
+  if (already >= MAX_INBOUND_PER_SENDER) {
+    weftBootPendingDrop(&s->pending, i, WEFT_LOG_WARN,
+                        "its rank has too many messages coming in at once");
+    return;
+  }
   if (s->ninbound == s->inboundCap) {
     size_t cap = s->inboundCap ? 2 * s->inboundCap : 8;
     struct inboundMsg *inbound = realloc(s->inbound, cap * sizeof *inbound);

@@ -27,6 +27,12 @@ def boot_reply(opts, nranks, type_, arg, body):
     return (bytes([opts]) + struct.pack(">H", nranks) + be32(0x57465452) + be32(type_) + be32(arg)
             + be32(len(body)) + bytes(MAC) + body)
 
+def boot_msg(opts, frm, nranks, copies, tag, reqs):
+    data = bytes((i * 7 + tag) & 0xFF for i in range(320))
+    wire = be32(0x57465450) + be32(tag) + data + bytes(MAC)
+    return (bytes([opts]) + struct.pack(">HHB", frm, nranks, copies) + wire + bytes(MAC)
+            + b"".join(struct.pack(">HI", p, t) for p, t in reqs))
+
 def unique_id(addr):
     return (be32(0x57465449) + bytes([0, 2, 0, 0]) + addr + bytes(range(16))).ljust(128, b"\0")
 
@@ -69,6 +75,12 @@ seeds = {
         boot_reply(1, 7, 1, 3, be32(1) + be32(3) + be32(5) + be32(6)),
         boot_reply(1, 7, 3, 3, be32(1) + be32(3) + be32(5) + be32(6)),
         boot_reply(1, 40, 1, 2, b"".join(be32(r) for r in range(2, 18))),
+    ],
+    "fuzz_boot_msg": [
+        boot_msg(3, 0, 2, 1, 7, [(0, 7)]),
+        boot_msg(5, 2, 8, 70, 1, [(2, 1)] * 3 + [(2, 2), (1, 1)]),
+        boot_msg(1, 0, 3, 2, 0xFFFFFFFF, []),
+        boot_msg(0, 1, 4, 1, 9, [(1, 9)]),
     ],
     "fuzz_unique_id": [unique_id(addr4(LOOP, 29500)), unique_id(addr6(V6, 29501, 3))],
     "fuzz_tcp_blob": [tcp(1, 1, 1, addr4(LOOP, 40000), 0), tcp(1, 0, 2, bytes(24), 3),

@@ -666,28 +666,45 @@ Test(failure, wrong_secret_dialer_is_refused) {
   teamClose(&t);
 }
 
-/* A dialer that proves the secret in its hello but sends its message with a changed byte,
- * forged with the library's own builders: 1 answered (stored), 0 closed unanswered. */
-static int forgedSend(const struct weftBootstrap *from, int to, uint32_t tag, int corrupt) {
+/* Connects to rank to's listener as rank from and sends a hello that proves the secret, made
+ * with the library's own builders: the connection, or -1; the nonces in cn and sn. */
+static int forgedHello(const struct weftBootstrap *from, int to, uint8_t *cn, uint8_t *sn) {
   int fd = -1;
   int64_t until = weftNowMs() + 3000;
   if (weftSocketConnect(weftBootstrapPeerAddr(from, to), until, &fd) != 0) return -1;
-  uint8_t sn[NONCE_BYTES], cn[NONCE_BYTES], addr[ADDR_BYTES], reply[ACK_BYTES];
-  uint8_t buf[HELLO_BYTES + MSG_WIRE_BYTES], data[MSG_BYTES];
-  memset(cn, 0x5c, sizeof cn);
-  int rc = weftSocketRecvAll(fd, sn, sizeof sn, until);
+  uint8_t addr[ADDR_BYTES], hello[HELLO_BYTES];
+  memset(cn, 0x5c, NONCE_BYTES);
+  int rc = weftSocketRecvAll(fd, sn, NONCE_BYTES, until);
   weftSockAddrEncode(addr, &from->listenAddr);
-  weftBootHelloBuild(buf, from->secret, sn, HELLO_P2P, from->rank, from->nranks, cn, addr);
+  weftBootHelloBuild(hello, from->secret, sn, HELLO_P2P, from->rank, from->nranks, cn, addr);
+  if (rc == 0) rc = weftSocketSendAll(fd, hello, sizeof hello, until);
+  if (rc != 0) weftSocketClose(&fd);
+  return fd;
+}
+
+/* A forged message after a forged hello, with a byte changed or not: 1 answered (stored),
+ * 0 closed unanswered, -1 anything else. */
+static int forgedSend(const struct weftBootstrap *from, int to, uint32_t tag, int corrupt) {
+  uint8_t sn[NONCE_BYTES], cn[NONCE_BYTES], wire[MSG_WIRE_BYTES], data[MSG_BYTES], reply[ACK_BYTES];
+  int fd = forgedHello(from, to, cn, sn);
+  if (fd < 0) return -1;
+  int64_t until = weftNowMs() + 3000;
   for (size_t i = 0; i < sizeof data; i++) data[i] = patternByte(from->rank, to, tag, 0, i);
-  weftBootMsgBuild(buf + HELLO_BYTES, from->secret, cn, sn, tag, data);
-  if (corrupt) buf[HELLO_BYTES + 8 + 100] ^= 0x01;
-  if (rc == 0) rc = weftSocketSendAll(fd, buf, sizeof buf, until);
+  weftBootMsgBuild(wire, from->secret, cn, sn, tag, data);
+  if (corrupt) wire[8 + 100] ^= 0x01;
+  int rc = weftSocketSendAll(fd, wire, sizeof wire, until);
   if (rc == 0) rc = weftSocketRecvAll(fd, reply, sizeof reply, until);
   int verdict = rc == WEFT_SOCK_CLOSED ? 0
                 : rc == 0 && weftBootstrapCheckMsgReply(from->secret, cn, sn, tag, reply) == 1 ? 1
                                                                                              : -1;
   weftSocketCloseAbortive(&fd, 1);
   return verdict;
+}
+
+/* Whether the listener closed fd within ms. */
+static int closedWithin(int fd, int ms) {
+  uint8_t byte;
+  return weftSocketRecvAll(fd, &byte, 1, weftNowMs() + ms) == WEFT_SOCK_CLOSED;
 }
 
 struct waiter {
@@ -728,6 +745,34 @@ Test(failure, wrong_message_mac_fails_the_receiver) {
   pthread_join(th, NULL);
   cr_expect_eq(w.res, weftSuccess, "%s", w.error);
   cr_expect_eq(wrongBytes(&w.in, 0, 0), 0);
+  teamClose(&t);
+}
+
+/* A sender sends its messages to one peer one after another: one holding more than 4
+ * message connections at once is cut off, and the honest exchange goes on. */
+Test(failure, sender_with_too_many_connections_is_cut_off) {
+  struct team t;
+  teamInit(&t, 3);
+  struct waiter w = {.b = t.b[0], .in = {.peer = 1, .tag = 3}};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, waiterMain, &w), 0);
+  int fds[5];
+  uint8_t cn[NONCE_BYTES], sn[NONCE_BYTES];
+  for (int k = 0; k < 5; k++) {
+    fds[k] = forgedHello(t.b[2], 0, cn, sn);
+    cr_assert_geq(fds[k], 0, "forged hello %d", k);
+    sleepMs(50); /* one at a time, so the fifth is the one over the bound */
+  }
+  cr_expect(closedWithin(fds[4], 1000), "the fifth connection must be closed");
+  for (int k = 0; k < 4; k++) cr_expect_not(closedWithin(fds[k], 10), "connection %d kept", k);
+  struct weftBootMsg m;
+  fillMsg(&m, 0, 3, 1, 0, 0);
+  cr_expect_eq(weftBootstrapExchange(t.b[1], &m, 1, NULL, 0, weftNowMs() + LONG_MS), weftSuccess,
+               "%s", weftThreadLastError());
+  pthread_join(th, NULL);
+  cr_expect_eq(w.res, weftSuccess, "%s", w.error);
+  cr_expect_eq(wrongBytes(&w.in, 0, 0), 0);
+  for (int k = 0; k < 5; k++) weftSocketCloseAbortive(&fds[k], 1);
   teamClose(&t);
 }
 
