@@ -22,6 +22,7 @@
 #include "harness.h"
 
 TestSuite(split, .timeout = 120);
+TestSuite(split_fault, .timeout = 120);
 
 #define MAX_RANKS 8
 #define BCAST_COUNT 1031
