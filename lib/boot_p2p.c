@@ -176,7 +176,8 @@ static weftResult_t dialFailed(const struct exchange *ex, const struct p2pDial *
   return weftSetError(weftRemoteError,
                       "bootstrap: rank %d failed %s rank %d (%s) with its message with tag %u: %s",
                       ex->b->rank, weftBootDialWaitingFor(pd->d.state), q->peer,
-                      peerName(ex->b, q->peer, name), tag, weftSockStatusText(rc, text, sizeof text));
+                      peerName(ex->b, q->peer, name), tag,
+                      weftSockStatusText(rc, text, sizeof text));
 }
 
 /* Starts a dial for every queue that has a message to send and none on a dial, in turn. */
@@ -385,11 +386,12 @@ static void describeUnsent(const struct exchange *ex, char *text, size_t len, si
       more += q->end - q->next;
       continue;
     }
-    const char *doing = "queued behind this rank's other dials";
+    const char *doing = NULL;
     for (int k = 0; k < ex->ndials; k++)
       if (ex->dials[k].queue == qi) doing = weftBootDialWaitingFor(ex->dials[k].d.state);
-    appendf(text, len, o, "%s rank %d (tag %u: %s it", listed++ ? "," : "; not yet reached",
-            q->peer, ex->out[ex->order[q->next]].tag, doing);
+    appendf(text, len, o, "%s rank %d (tag %u: %s%s", listed++ ? "," : "; not yet reached",
+            q->peer, ex->out[ex->order[q->next]].tag,
+            doing ? doing : "queued behind this rank's other dials", doing ? " it" : "");
     if (q->end - q->next > 1) appendf(text, len, o, ", %d more after it", q->end - q->next - 1);
     appendf(text, len, o, ")");
   }

@@ -57,8 +57,8 @@ static int wantsFill(struct bootWants *w, int from, uint32_t tag, const uint8_t 
 int weftBootServeDeliver(struct weftBootstrap *b, int from, uint32_t tag, const uint8_t *data) {
   struct bootServer *s = &b->serve;
   if (wantsFill(s->wants, from, tag, data)) return 0;
-  if (s->stashFrom == NULL && (s->stashFrom = calloc((size_t)b->nranks, sizeof *s->stashFrom)) == NULL)
-    return -1;
+  if (s->stashFrom == NULL) s->stashFrom = calloc((size_t)b->nranks, sizeof *s->stashFrom);
+  if (s->stashFrom == NULL) return -1;
   if (s->stashFrom[from] >= WEFT_BOOT_STASH_PER_SENDER) return -1;
   if (s->nstash == s->stashCap) {
     size_t cap = s->stashCap ? 2 * s->stashCap : 16;
