@@ -418,7 +418,6 @@ static void faultScenario(enum when when, int nranks, int hosts, int nonblocking
   unsetenv("WEFT_TIMEOUT_MS");
 }
 
-TestSuite(split_fault, .timeout = 120);
 
 Test(split_fault, killed_before_shm) { faultScenario(KILL_BEFORE, 4, 0, 0, 2); }
 Test(split_fault, killed_before_tcp_hosts) { faultScenario(KILL_BEFORE, 4, 2, 0, 2); }
