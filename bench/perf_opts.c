@@ -24,7 +24,7 @@ static void perfUsage(const char *tool) {
          "\t[-N,--run_cycles <cycle count> run & print each cycle (default: 1; 0=infinite)]\n"
          "\t[-p,--parallel_init <0/1> (ranks always initialize concurrently)]\n"
          "\t[-c,--check <check iteration count> (0: no check)]\n"
-         "\t[-o,--op <sum/prod/min/max/avg/all>]\n"
+         "\t[-o,--op <sum/prod/min/max/avg/all> (collectives that take an op)]\n"
          "\t[-d,--datatype <int8/uint8/int32/uint32/int64/uint64/half/float/double/bfloat16/all>]\n"
          "\t[-r,--root <root rank, or all (-1): each rank in turn> (rooted collectives; default 0)]\n"
          "\t[-z,--blocking <0/1/2/3> 1=barrier after each collective, 2=no barrier (calls always "

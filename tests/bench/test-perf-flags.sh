@@ -209,18 +209,18 @@ fi
 # are N/A where the collective has no in-place form. The same benchmark with tests/bench/
 # wrong_result.c linked in (rank 0's first element changed after each call) must report
 # exactly 1 wrong element in every checked column and exit 1. The MPI baseline under mpirun
-# must pass the same checks and give the same rows. weft 0: no weft benchmark (yet) on this
-# branch, only the MPI baseline.
+# must pass the same checks and give the same rows. weft 0: no weft benchmark, only the MPI
+# baseline.
 #   name            size   busbw factor  redop  rooted  in place  weft
 colls="allreduce       whole  2*(n-1)/n     sum    0       1         1
 broadcast       whole  1             none   1       1         1
 reduce          whole  1             sum    1       1         1
 all_gather      parts  (n-1)/n       none   0       1         1
 reduce_scatter  parts  (n-1)/n       sum    0       1         1
-alltoall        parts  (n-1)/n       none   0       0         0
-gather          parts  (n-1)/n       none   1       1         0
-scatter         parts  (n-1)/n       none   1       1         0
-sendrecv        whole  1             sum    0       0         0"
+alltoall        parts  (n-1)/n       none   0       0         1
+gather          parts  (n-1)/n       none   1       1         1
+scatter         parts  (n-1)/n       none   1       1         1
+sendrecv        whole  1             sum    0       0         1"
 # table FILE.json SIZE FACTOR REDOP ROOTED INPLACE N: the JSON rows against the above.
 table() {
   json "$@" <<'PY'

@@ -1,7 +1,8 @@
 /* A wrong result on purpose, for tests/bench/test-perf-flags.sh: linked into a weft benchmark
  * (the Makefile's build/tests/bench/<name>_perf), each collective below takes the library's
  * place through the profiling interface (the library's weftX is weak, pweftX its own code),
- * runs it, and then changes one element of rank 0's receive buffer: the top byte of element
+ * runs it, and then changes one element of rank 0's receive buffer (SendRecv's: at the group's
+ * end, where its receive completes): the top byte of element
  * 0, so that the value changes by far more than any tolerance. The benchmark must then report
  * exactly one wrong element in every checked column. */
 #include <stddef.h>
@@ -55,4 +56,60 @@ weftResult_t weftReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
                                weftRedOp_t op, weftComm_t comm, weftStream_t stream) {
   weftResult_t res = pweftReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   return wrongResult(res, recvbuff, recvcount, datatype, comm);
+}
+
+weftResult_t weftAlltoAll(const void *sendbuff, void *recvbuff, size_t count, weftDataType_t datatype,
+                          weftComm_t comm, weftStream_t stream) {
+  weftResult_t res = pweftAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
+  return wrongResult(res, recvbuff, count, datatype, comm);
+}
+
+/* Rank 0's receive buffer even where it is not the root: it must stay untouched there. */
+weftResult_t weftGather(const void *sendbuff, void *recvbuff, size_t count, weftDataType_t datatype, int root,
+                        weftComm_t comm, weftStream_t stream) {
+  weftResult_t res = pweftGather(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  return wrongResult(res, recvbuff, count, datatype, comm);
+}
+
+weftResult_t weftScatter(const void *sendbuff, void *recvbuff, size_t count, weftDataType_t datatype, int root,
+                         weftComm_t comm, weftStream_t stream) {
+  weftResult_t res = pweftScatter(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  return wrongResult(res, recvbuff, count, datatype, comm);
+}
+
+/* A receive inside a group completes at weftGroupEnd: the element is changed then. */
+static _Thread_local struct {
+  int depth;
+  void *buf;
+  size_t count;
+  weftDataType_t type;
+  weftComm_t comm;
+} group;
+
+weftResult_t weftGroupStart(void) {
+  weftResult_t res = pweftGroupStart();
+  if (res == weftSuccess) group.depth++;
+  return res;
+}
+
+weftResult_t weftRecv(void *recvbuff, size_t count, weftDataType_t datatype, int peer, weftComm_t comm,
+                      weftStream_t stream) {
+  weftResult_t res = pweftRecv(recvbuff, count, datatype, peer, comm, stream);
+  if (group.depth == 0) return wrongResult(res, recvbuff, count, datatype, comm);
+  if (res == weftSuccess) {
+    group.buf = recvbuff;
+    group.count = count;
+    group.type = datatype;
+    group.comm = comm;
+  }
+  return res;
+}
+
+weftResult_t weftGroupEnd(void) {
+  weftResult_t res = pweftGroupEnd();
+  if (group.depth > 0 && --group.depth == 0 && group.buf) {
+    res = wrongResult(res, group.buf, group.count, group.type, group.comm);
+    group.buf = NULL;
+  }
+  return res;
 }
