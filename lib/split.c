@@ -133,9 +133,12 @@ static void *noColorMain(void *arg) {
   weftThreadAbortFlag = &parent->abortFlag;
   weftResult_t rc = noColorPart(s);
   if (rc != weftSuccess && weftCommAborted(parent)) rc = weftAbortedError(parent);
-  int healthy = weftSuccess;
-  if (rc != weftSuccess && atomic_compare_exchange_strong(&parent->asyncError, &healthy, (int)rc))
+  /* The message before the state, which pollers read first (as lib/comm.c's init thread);
+   * nothing else changes the parent's state while its operation is in flight. */
+  if (rc != weftSuccess && atomic_load(&parent->asyncError) == weftSuccess) {
     snprintf(parent->lastError, sizeof parent->lastError, "%s", weftThreadLastError());
+    atomic_store(&parent->asyncError, (int)rc);
+  }
   weftThreadAbortFlag = NULL;
   weftSplitFree(s);
   atomic_store_explicit(&parent->opInFlight, 0, memory_order_release);

@@ -308,6 +308,7 @@ struct faultReport {
 struct faultShared {
   struct faultReport r[MAX_RANKS];
   int victim, killAfterMs, hosts, nonblocking;
+  int noColor; /* every third rank passes WEFT_SPLIT_NOCOLOR (before only: its own numbering) */
   enum when when;
 };
 
@@ -351,8 +352,10 @@ static void faultRank(void *shared, weftUniqueId id, int rank, int nranks) {
   if (rc == weftSuccess) {
     weftConfig_t config = WEFT_CONFIG_INITIALIZER;
     config.blocking = !sh->nonblocking;
-    rc = weftCommSplit(comm, rank % 2, rank, &child, &config);
-    if (sh->nonblocking && rc == weftInProgress) rc = waitFor(child);
+    int color = sh->noColor && rank % 3 == 0 ? WEFT_SPLIT_NOCOLOR : rank % 2;
+    rc = weftCommSplit(comm, color, rank, &child, &config);
+    /* A NOCOLOR rank's non-blocking part is the parent's operation: its state tells. */
+    if (sh->nonblocking && rc == weftInProgress) rc = waitFor(child != NULL ? child : comm);
     snprintf(me->msg, sizeof me->msg, "%s", weftGetLastError(child != NULL ? child : comm));
   }
   me->splitMs = forkedNowMs() - start;
@@ -366,7 +369,8 @@ static void faultRank(void *shared, weftUniqueId id, int rank, int nranks) {
   _exit(0);
 }
 
-static void faultScenario(enum when when, int nranks, int hosts, int nonblocking, int reps) {
+static void faultScenario(enum when when, int nranks, int hosts, int nonblocking, int noColor,
+                          int reps) {
   char timeout[16];
   snprintf(timeout, sizeof timeout, "%d", FAULT_TIMEOUT_MS);
   setenv("WEFT_TIMEOUT_MS", timeout, 1);
@@ -376,7 +380,8 @@ static void faultScenario(enum when when, int nranks, int hosts, int nonblocking
     pid_t pids[MAX_RANKS];
     struct faultShared *sh = forkedShared(sizeof *sh);
     *sh = (struct faultShared){.victim = rand() % nranks, .killAfterMs = rand() % 40,
-                               .hosts = hosts, .nonblocking = nonblocking, .when = when};
+                               .hosts = hosts, .nonblocking = nonblocking, .noColor = noColor,
+                               .when = when};
     forkedLaunch(nranks, faultRank, sh, pids);
     forkedReap(pids, nranks, 30000);
     char what[128], victim[32];
@@ -418,12 +423,15 @@ static void faultScenario(enum when when, int nranks, int hosts, int nonblocking
   unsetenv("WEFT_TIMEOUT_MS");
 }
 
-
-Test(split_fault, killed_before_shm) { faultScenario(KILL_BEFORE, 4, 0, 0, 2); }
-Test(split_fault, killed_before_tcp_hosts) { faultScenario(KILL_BEFORE, 4, 2, 0, 2); }
-Test(split_fault, killed_before_nonblocking) { faultScenario(KILL_BEFORE, 5, 0, 1, 1); }
-Test(split_fault, killed_during_shm) { faultScenario(KILL_DURING, 4, 0, 0, 3); }
-Test(split_fault, killed_during_tcp_hosts) { faultScenario(KILL_DURING, 5, 5, 1, 3); }
+Test(split_fault, killed_before_shm) { faultScenario(KILL_BEFORE, 4, 0, 0, 0, 2); }
+Test(split_fault, killed_before_tcp_hosts) { faultScenario(KILL_BEFORE, 4, 2, 0, 0, 2); }
+Test(split_fault, killed_before_nonblocking) { faultScenario(KILL_BEFORE, 5, 0, 1, 0, 1); }
+Test(split_fault, killed_before_nocolor_ranks) {
+  faultScenario(KILL_BEFORE, 6, 0, 0, 1, 1);
+  faultScenario(KILL_BEFORE, 6, 3, 1, 1, 1); /* non-blocking: NOCOLOR ranks poll the parent */
+}
+Test(split_fault, killed_during_shm) { faultScenario(KILL_DURING, 4, 0, 0, 0, 3); }
+Test(split_fault, killed_during_tcp_hosts) { faultScenario(KILL_DURING, 5, 5, 1, 0, 3); }
 
 /* ---- refusals ---- */
 
