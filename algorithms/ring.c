@@ -145,14 +145,18 @@ weftResult_t weftRingAllGatherSlices(struct weftPrims *p, struct weftRing *ring,
 /* With fewer elements than members, chunks are 1 element and only `count` of the n carry any:
  * an empty chunk sends no message, so a rank handles count/n of the steps' messages. Measured
  * on 4 hosts x 2 (8 B = 2 floats): the ring took 0.64x the tree's time, whose 6 hops all carry
- * data; this model predicts 3.5 step costs against the tree's 6. */
+ * data; this model predicts 3.5 step costs against the tree's 6. On one host it does not
+ * hold: a hop there costs the scheduling of the next rank (shm latency is 0.2 us), and a chunk
+ * still passes n - 1 ranks in series each way: 8 B on 8 ranks of one 2-core host took the
+ * lead 28-36 us by the ring (model with the discount 4.9 us, without 19.6), against 5.6-7.3 us
+ * for one flag exchange (direct's small path, model 5.6). */
 double weftRingCost(const struct weftComm *comm, const struct weftRing *ring, size_t count,
                     size_t bytes) {
   int n = ring->n;
   if (n == 1) return 0.1 + (double)bytes / 8e3;
   double lat = ring->latencyUs, bw = ring->bandwidthGBs;
   double stepUs = lat + 0.3 * (comm->oversubscribed ? 4 : 1);
-  double busy = count < (size_t)n ? (double)count / n : 1.0;
+  double busy = count < (size_t)n && comm->nHosts > 1 ? (double)count / n : 1.0;
   double wireBytes = 2.0 * (n - 1) / n * (double)bytes;
   return 2.0 * (n - 1) * stepUs * busy + wireBytes / (bw * 1e3);
 }
