@@ -29,13 +29,16 @@ struct directHello {
   uint64_t probeAddr;
 };
 
+/* fail line | ctrl[n] | staging[n][2][chunk] | result[2][chunk] */
 static size_t segmentBytes(int n, size_t chunk) {
-  return sizeof(struct directCtrl) * (size_t)n + (size_t)n * 2 * chunk + 2 * chunk;
+  return sizeof(struct directFailLine) + sizeof(struct directCtrl) * (size_t)n +
+         (size_t)n * 2 * chunk + 2 * chunk;
 }
 
 static void layout(struct directState *s) {
-  s->ctrl = (struct directCtrl *)s->seg;
-  s->staging = s->seg + sizeof(struct directCtrl) * (size_t)s->n;
+  s->fail = (struct directFailLine *)s->seg;
+  s->ctrl = (struct directCtrl *)(s->seg + sizeof(struct directFailLine));
+  s->staging = (char *)(s->ctrl + s->n);
   s->result = s->staging + (size_t)s->n * 2 * s->chunkBytes;
 }
 
@@ -163,7 +166,7 @@ static weftResult_t directFinalize(void *state) {
   struct directState *s = state;
   if (s == NULL) return weftSuccess;
   if (s->named) weftShmUnlink(s->name);
-  if (s->seg != NULL && s->ctrl != NULL && s->abortFlag != NULL && atomic_load(s->abortFlag))
+  if (s->seg != NULL && s->fail != NULL && s->abortFlag != NULL && atomic_load(s->abortFlag))
     weftDirectPublishFail(s, FAIL_ABORTED, s->me); /* peers waiting on this rank fail now */
   weftShmUnmap(s->seg, s->segBytes);
   free(s->pids);

@@ -27,15 +27,18 @@
 
 enum { FLAG_POSTED, FLAG_REDUCED, FLAG_DONE, FLAG_COUNT };
 
-/* The fail word (in rank 0's block): reason << 56 | (noticer + 1) << 28 | (culprit + 1). */
+/* The fail word: reason << 56 | (noticer + 1) << 28 | (culprit + 1). Every lasting wait reads
+ * it at every pause, so it has a line of its own, which nothing writes until a failure. */
 enum { FAIL_DEAD = 1, FAIL_ABORTED = 2 };
+struct directFailLine {
+  _Alignas(64) _Atomic uint64_t word;
+};
 
 /* One per rank, in the segment; only its rank writes it (rank 0's fail word excepted). */
 struct directCtrl {
   _Alignas(64) _Atomic uint64_t flag[FLAG_COUNT][8]; /* [i][0] used; the rest pads to a line */
   _Alignas(64) uint64_t sendAddr, recvAddr; /* in-place paths: this round's buffers */
   _Atomic uint64_t opSeq;  /* the operation this rank is in (for timeout messages) */
-  _Atomic uint64_t fail;   /* rank 0's only: see the fail word */
   _Atomic uint64_t sig[2][3]; /* [op parity]: seq, count, weftSigWhat << 16 | type << 8 | op */
 };
 
@@ -59,7 +62,8 @@ struct directState {
   _Atomic int *abortFlag; /* the communicator's */
   int64_t lastLivenessMs;
   uint64_t seq; /* rounds done */
-  struct directCtrl *ctrl;
+  struct directFailLine *fail; /* at the segment's start */
+  struct directCtrl *ctrl;     /* [n], after it */
   char *staging; /* [rank][2][chunkBytes] */
   char *result;  /* [2][chunkBytes] */
   char *bounce;  /* DIRECT_BOUNCE_BYTES: a peer's piece read with process_vm_readv */

@@ -50,7 +50,7 @@ void weftDirectPost(struct directState *s, int flag, uint64_t seq) {
 void weftDirectPublishFail(struct directState *s, int reason, int culprit) {
   uint64_t word = (uint64_t)reason << 56 | (uint64_t)(s->me + 1) << 28 | (uint64_t)(culprit + 1);
   uint64_t none = 0;
-  atomic_compare_exchange_strong(&s->ctrl[0].fail, &none, word);
+  atomic_compare_exchange_strong(&s->fail->word, &none, word);
 }
 
 static const char *hostOf(const struct weftComm *comm, int rank) {
@@ -77,7 +77,7 @@ static weftResult_t publishedFailure(struct weftComm *comm, struct directState *
  * (when `lookNow`: the clock is read for it) is r dead? */
 static weftResult_t checkPeers(struct weftComm *comm, struct directState *s, int r, int flag,
                                uint64_t seq, int lookNow) {
-  uint64_t word = atomic_load_explicit(&s->ctrl[0].fail, memory_order_acquire);
+  uint64_t word = atomic_load_explicit(&s->fail->word, memory_order_acquire);
   if (word != 0) return publishedFailure(comm, s, word);
   if (s->samePid || !lookNow) return weftSuccess;
   int64_t now = weftNowMs();
