@@ -174,6 +174,15 @@ static weftResult_t runGroup(struct commRun *runs, int nruns) {
   return first;
 }
 
+/* The queue is not kept between groups: a thread that ends after its last group would leak
+ * it (thread-local storage has no destructor here), and one malloc per group is noise next
+ * to the group's transfers. */
+static void queueFree(void) {
+  free(group.tasks);
+  group.tasks = NULL;
+  group.cap = 0;
+}
+
 WEFT_PUBLIC weftResult_t weftGroupStart(void) {
   if (group.depth == 0) group.error = weftSuccess;
   group.depth++;
@@ -189,18 +198,17 @@ WEFT_PUBLIC weftResult_t weftGroupEnd(void) {
   weftResult_t rc = group.error;
   group.n = 0;
   group.error = weftSuccess;
-  if (rc != weftSuccess || n == 0) return rc; /* a refused call: the group runs nothing */
+  if (rc != weftSuccess || n == 0) { /* a refused call: the group runs nothing */
+    queueFree();
+    return rc;
+  }
   struct weftTask *sorted = malloc(sizeof *sorted * (size_t)n);
   struct commRun *runs = malloc(sizeof *runs * (size_t)n);
   if (sorted == NULL || runs == NULL) rc = weftSetError(weftSystemError, "weftGroupEnd: out of memory");
   else rc = runGroup(runs, splitByComm(group.tasks, n, sorted, runs));
   free(sorted);
   free(runs);
-  if (group.cap > 64) { /* a large group's queue is not kept for the thread's life */
-    free(group.tasks);
-    group.tasks = NULL;
-    group.cap = 0;
-  }
+  queueFree();
   return rc;
 }
 WEFT_PROFILING_ALIAS(weftGroupEnd);

@@ -89,10 +89,14 @@ static weftResult_t prepare(struct weftComm *comm, struct weftP2pOp *ops, int n,
     prev[i] = -1;
   }
   WEFTCHECK(pairSelf(comm, ops, n, 1));
+  for (int i = 0; i < n; i++)
+    if (!ops[i].finished && ops[i].peer != comm->rank) linkOf(comm, &ops[i])->lastOp = -1;
   for (int i = 0; i < n; i++) {
     struct weftP2pOp *op = &ops[i];
     if (op->finished || op->peer == comm->rank) continue;
     struct weftP2pLink *l = linkOf(comm, op);
+    prev[i] = l->lastOp; /* one pass: a link remembers its latest transfer of this run */
+    l->lastOp = i;
     l->opsDone++;
     if (op->sig != NULL) memcpy(op->trailer, op->sig, sizeof op->trailer);
     else {
@@ -100,8 +104,6 @@ static weftResult_t prepare(struct weftComm *comm, struct weftP2pOp *ops, int n,
       op->trailer[1] = countWord(op->count, op->type);
       op->trailer[2] = P2P_WHAT;
     }
-    for (int j = i - 1; j >= 0 && prev[i] < 0; j--)
-      if (!ops[j].finished && ops[j].isSend == op->isSend && ops[j].peer == op->peer) prev[i] = j;
   }
   return weftSuccess;
 }

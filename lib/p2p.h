@@ -14,6 +14,7 @@ struct weftP2pLink {
   struct weftConn conn;
   int up;           /* connected */
   uint64_t opsDone; /* transfers started on it: the sequence number in each slot's trailer */
+  int lastOp;       /* while a run prepares: its latest transfer on this link, -1 none */
 };
 
 struct weftP2pLinks {

@@ -380,3 +380,36 @@ Test(p2p, one_thread_drives_four_comms) {
   }
   free(scratch);
 }
+
+/* Several transfers on one link in one group are matched in call order: three sends of
+ * different counts to rank+1, three receives from rank-1. */
+static long sameLinkBody(weftComm_t comm, int rank, int n, void *arg) {
+  (void)arg;
+  static const size_t sizes[3] = {40009, 7, 1021};
+  int to = (rank + 1) % n, from = (rank + n - 1) % n;
+  int32_t *send[3], *recv[3];
+  char *scratch = malloc(sizes[0] * 4);
+  long bad = called(comm, rank, weftGroupStart(), "weftGroupStart");
+  for (int k = 0; k < 3; k++) {
+    send[k] = malloc(sizes[k] * 4), recv[k] = malloc(sizes[k] * 4);
+    fillInput(send[k], sizes[k], weftInt32, weftSum, seedOf(rank, to) + 100 * k);
+    bad += called(comm, rank, weftSend(send[k], sizes[k], weftInt32, to, comm, NULL), "weftSend");
+    bad += called(comm, rank, weftRecv(recv[k], sizes[k], weftInt32, from, comm, NULL), "weftRecv");
+  }
+  bad += called(comm, rank, weftGroupEnd(), "weftGroupEnd");
+  for (int k = 0; k < 3; k++) {
+    fillInput(scratch, sizes[k], weftInt32, weftSum, seedOf(from, rank) + 100 * k);
+    if (bad == 0 && memcmp(recv[k], scratch, sizes[k] * 4) != 0) {
+      fprintf(stderr, "rank %d: transfer %d from rank %d is wrong\n", rank, k, from);
+      bad++;
+    }
+    free(send[k]), free(recv[k]);
+  }
+  free(scratch);
+  return bad;
+}
+
+Test(p2p, same_link_in_call_order) {
+  cr_expect_eq(runRanks(3, 1, sameLinkBody, NULL, 60), 0);
+  cr_expect_eq(runRanks(1, 2, sameLinkBody, NULL, 60), 0);
+}
