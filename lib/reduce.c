@@ -540,12 +540,16 @@ static const struct kernelSet *kernelSetFor(int level) {
   return &portableKernels;
 }
 
+/* Without a value (docs/env.md, generated) the allowed values are the same on every machine;
+ * a value being checked (a refusal's message, weft-info) adds the best this CPU has. */
 int weftReduceCheckSimd(const char *value, char *allowed, size_t len) {
   int best = cpuSimdLevel();
-  snprintf(allowed, len, "-1 (the best this CPU has: %s), 0 (portable)%s%s", kernelSetFor(best)->name,
-           best >= 2 ? ", 2 (AVX2)" : "", best >= 512 ? ", 512 (AVX-512)" : "");
-  int64_t v;
+  snprintf(allowed, len, "-1 (the best this CPU has), 0 (portable), 2 (AVX2) or 512 (AVX-512) "
+                         "where the CPU has it");
   if (value == NULL) return 0;
+  size_t o = strlen(allowed);
+  snprintf(allowed + o, len - o, "; this CPU has %s", kernelSetFor(best)->name);
+  int64_t v;
   if (weftParseInt(value, &v) != 0) return -1;
   return v == -1 || v == 0 || (v == 2 && best >= 2) || (v == 512 && best >= 512) ? 0 : -1;
 }

@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
     printf("%s\n", weftVersionBanner());
     printf("Reduction kernels: %s in use; ", weftReduceKernelName());
     char allowed[256];
-    weftReduceCheckSimd(NULL, allowed, sizeof allowed);
+    weftReduceCheckSimd("-1", allowed, sizeof allowed); /* a value: the text names this CPU's */
     printf("WEFT_SIMD allows %s\n\n", allowed);
     printTransports();
     printf("\n");
