@@ -24,6 +24,9 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers often forbid 
 
 note() { printf '\n=== %s\n' "$*"; }
 pass() { passed=$((passed + 1)); }
+# The time each binary or command took, listed slowest first at the end (the suite has a budget).
+times=()
+took() { times+=("$(($SECONDS - $2)) s  $1"); echo "($(($SECONDS - $2)) s)"; }
 fail() { failed=$((failed + 1)); failures+=("$*"); echo "FAIL $*"; }
 
 required() { # CAP: whether WEFT_TESTS_REQUIRE asks for it
@@ -76,9 +79,11 @@ run_criterion() {
   name=$(basename "$bin")
   note "$bin"
   out=$(mktemp)
+  local t0=$SECONDS
   timeout -k 10 "$BINARY_TIMEOUT" "$bin" --jobs 1 --verbose >"$out" 2>&1
   rc=$?
   grep -E "^\[(----|FAIL|SKIP|====)\]|Synthesis|Assertion|failed|skipped" "$out" | tail -40
+  took "$name" $t0
   syn=$(grep -E "Synthesis" "$out" | tail -1)
   local p=0 f=0 c=0
   if [ -n "$syn" ]; then
@@ -107,9 +112,11 @@ run_criterion() {
 run_cmd() {
   local name=$1 rc; shift
   note "$name: $*"
+  local t0=$SECONDS
   timeout -k 10 900 "$@"
   rc=$?
   if [ $rc = 0 ]; then pass; echo "PASS $name"; else fail "$name (exit $rc)"; fi
+  took "$name" $t0
 }
 
 shm_before=$(ls /dev/shm | grep -c '^weft' || true)
@@ -128,6 +135,10 @@ for t in "$BUILD"/tests/mpi/*; do
 done
 run_cmd "mpirun -np 4 allreduce_perf -c 1" $MPIRUN -np 4 "$BUILD/bench/allreduce_perf" -b 8 -e 8M -f 8 -c 1 -n 5 -w 1
 run_cmd "elastic training example (docs/examples/elastic.c)" "$HERE/run-elastic.sh" "$BUILD/examples/elastic"
+for n in 1 3 4; do
+  run_cmd "example broadcast_allgather $n ranks" "$BUILD/examples/broadcast_allgather" $n
+  run_cmd "example sendrecv_ring $n ranks" "$BUILD/examples/sendrecv_ring" $n
+done
 run_cmd "packaging: exports, SONAME, install/uninstall (tests/pkg/run.sh)" "$HERE/pkg/run.sh" "$BUILD"
 run_cmd "allreduce_perf -t 3 -d all -o all" "$BUILD/bench/allreduce_perf" -t 3 -b 1K -e 64K -f 8 -d all -o all -c 1 -n 2 -w 1
 run_cmd "allreduce_perf takes nccl-tests' flags" "$HERE/bench/test-perf-flags.sh" "$BUILD"
@@ -135,8 +146,10 @@ run_cmd "allreduce_perf takes nccl-tests' flags" "$HERE/bench/test-perf-flags.sh
 # Ranks on several emulated hosts (network namespaces; needs root): 77 means skipped.
 note "multi-host: tests/mpi/run-multihost.sh $BUILD"
 mh_log=$(mktemp)
+mh_t0=$SECONDS
 timeout -k 10 900 "$HERE/mpi/run-multihost.sh" "$BUILD" 2>&1 | tee "$mh_log"
 mh_rc=${PIPESTATUS[0]}
+took "multi-host" $mh_t0
 case $mh_rc in
   0) pass; echo "PASS multi-host" ;;
   77) judge_skip "multi-host" "$(sed -n 's/^run-multihost: skipped: //p' "$mh_log" | tail -1)" ;;
@@ -153,6 +166,8 @@ else
 fi
 
 echo
+echo "slowest:"
+printf '%s\n' "${times[@]}" | sort -rn | head -12 | sed 's/^/  /'
 for s in "${skips[@]}"; do echo "skipped: $s"; done
 for f in "${failures[@]}"; do echo "failed: $f"; done
 echo "check: $passed passed, $failed failed, $skipped skipped ($((SECONDS - start)) s${REQUIRE:+, WEFT_TESTS_REQUIRE=$REQUIRE})"

@@ -13,22 +13,12 @@
 
 #include "algo.h"
 #include "caps.h"
+#include "collcases.h"
 #include "core.h"
 #include "harness.h"
 #include "reduce.h"
 
 TestSuite(collectives, .timeout = 600);
-
-#define POISON 0xA5
-
-struct matrix {
-  weftColl_t coll;
-  const size_t *counts;
-  int nCounts;
-  const weftDataType_t *types;
-  int nTypes;
-  int everyRoot; /* rooted collectives: every rank as the root, else the first, last, middle */
-};
 
 static const size_t smallCounts[] = {0, 1, 2, 7, 1021, 40009};
 static const weftDataType_t allTypes[] = {weftInt8,  weftUint8,   weftInt32,   weftUint32,
@@ -38,105 +28,8 @@ static const weftDataType_t allTypes[] = {weftInt8,  weftUint8,   weftInt32,   w
 static const weftDataType_t someTypes[] = {weftInt8, weftFloat16, weftFloat32, weftBfloat16,
                                            weftFloat8e5m2};
 
-static int reducesColl(weftColl_t c) { return c == weftCollReduce || c == weftCollReduceScatter; }
-
-/* Room for a call's buffers: n parts of count for the gathered side, with slack. */
-struct bufs {
-  char *send, *recv, *want;
-  size_t cap;
-};
-
-static int sameBytes(const void *a, const void *b, size_t n) { return n == 0 || memcmp(a, b, n) == 0; }
-
-static int untouched(const char *p, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)p[i] != POISON) return 0;
-  return 1;
-}
-
-/* One call and its check; 1 (with a message) when it failed or a value is wrong. */
-static long checkCase(weftComm_t comm, int rank, int n, const struct matrix *m, size_t count,
-                      weftDataType_t type, weftRedOp_t op, int root, int inPlace,
-                      struct bufs *b) {
-  size_t ts = weftTypeSize(type), bytes = count * ts, all = bytes * (size_t)n;
-  memset(b->send, POISON, all);
-  memset(b->recv, POISON, all);
-  const char *what = "wrong result";
-  weftResult_t rc;
-  int ok = 1;
-  switch (m->coll) {
-    case weftCollBroadcast: {
-      char *out = inPlace && rank == root ? b->send : b->recv;
-      if (rank == root) fillInput(b->send, count, type, op, root);
-      rc = weftBroadcast(b->send, out, count, type, root, comm, NULL);
-      fillInput(b->want, count, type, op, root);
-      ok = sameBytes(out, b->want, bytes);
-      break;
-    }
-    case weftCollReduce: {
-      char *out = inPlace && rank == root ? b->send : b->recv;
-      fillInput(b->send, count, type, op, rank);
-      rc = weftReduce(b->send, out, count, type, op, root, comm, NULL);
-      if (rank == root) ok = countWrong(out, count, type, op, n) == 0;
-      else if (!(ok = untouched(b->recv, bytes))) what = "recvbuff written off the root";
-      break;
-    }
-    case weftCollAllGather: {
-      char *in = inPlace ? b->recv + (size_t)rank * bytes : b->send;
-      fillInput(in, count, type, op, rank);
-      rc = weftAllGather(in, b->recv, count, type, comm, NULL);
-      for (int r = 0; r < n && ok; r++) {
-        fillInput(b->want, count, type, op, r);
-        ok = sameBytes(b->recv + (size_t)r * bytes, b->want, bytes);
-      }
-      break;
-    }
-    default: { /* ReduceScatter */
-      char *out = inPlace ? b->send + (size_t)rank * bytes : b->recv;
-      fillInput(b->send, count * (size_t)n, type, op, rank);
-      rc = weftReduceScatter(b->send, out, count, type, op, comm, NULL);
-      ok = countWrongFrom(out, (size_t)rank * count, count, type, op, n) == 0;
-      break;
-    }
-  }
-  if (rc != weftSuccess) {
-    fprintf(stderr, "rank %d: %s %zu %s %s root %d failed: %s\n", rank, weftCollName(m->coll),
-            count, weftTypeName(type), weftOpName(op), root, weftGetLastError(comm));
-    return 1;
-  }
-  if (!ok)
-    fprintf(stderr, "rank %d/%d WEFT_ALGO=%s: %s %zu %s %s root %d %s: %s\n", rank, n,
-            getenv("WEFT_ALGO"), weftCollName(m->coll), count, weftTypeName(type),
-            weftOpName(op), root, inPlace ? "in place" : "out of place", what);
-  return !ok;
-}
-
-static long matrixBody(weftComm_t comm, int rank, int n, void *arg) {
-  const struct matrix *m = arg;
-  size_t maxCount = 0;
-  for (int c = 0; c < m->nCounts; c++) maxCount = m->counts[c] > maxCount ? m->counts[c] : maxCount;
-  struct bufs b;
-  b.cap = maxCount * 8 * (size_t)n + 64;
-  b.send = malloc(b.cap), b.recv = malloc(b.cap), b.want = malloc(b.cap);
-  int rooted = m->coll == weftCollBroadcast || m->coll == weftCollReduce;
-  int roots[3] = {0, n - 1, n / 2}, nRoots = !rooted ? 1 : m->everyRoot ? n : 3;
-  long failures = 0;
-  for (int c = 0; c < m->nCounts; c++)
-    for (int t = 0; t < m->nTypes; t++)
-      for (int o = 0; o < (reducesColl(m->coll) ? weftNumOps : 1); o++) {
-        weftRedOp_t op = (weftRedOp_t)o;
-        if (op == weftAvg && !weftTypeIsFloat(m->types[t])) continue;
-        for (int k = 0; k < nRoots; k++)
-          for (int inPlace = 0; inPlace < 2; inPlace++)
-            failures += checkCase(comm, rank, n, m, m->counts[c], m->types[t], op,
-                                  m->everyRoot ? k : roots[k], inPlace, &b);
-      }
-  free(b.send), free(b.recv), free(b.want);
-  return failures;
-}
-
 /* Every algorithm that runs m->coll, forced in turn, then the tuner, on the shape. */
-static void runEveryAlgo(int hosts, int procs, int threads, const struct matrix *m) {
+static void runEveryAlgo(int hosts, int procs, int threads, const struct collSweep *m) {
   int perHost = hosts > 0 ? procs : procs * threads, nHosts = hosts > 0 ? hosts : 1;
   int tried = 0;
   for (int a = 0; a <= weftAlgoCount(); a++) {
@@ -153,8 +46,8 @@ static void runEveryAlgo(int hosts, int procs, int threads, const struct matrix 
       snprintf(spec, sizeof spec, "(tuner)");
     }
     expectRefusal(!runs);
-    long failures = hosts > 0 ? runRanksOnHosts(hosts, procs, matrixBody, (void *)m, 600)
-                              : runRanks(procs, threads, matrixBody, (void *)m, 600);
+    long failures = hosts > 0 ? runRanksOnHosts(hosts, procs, collSweepBody, (void *)m, 600)
+                              : runRanks(procs, threads, collSweepBody, (void *)m, 600);
     expectRefusal(0);
     cr_expect_eq(failures, 0, "%s: %ld failures with %d host(s) x %d x %d ranks, WEFT_ALGO=%s%s%s",
                  weftCollName(m->coll), failures, nHosts, procs, threads, spec,
@@ -172,7 +65,7 @@ static const weftColl_t colls[] = {weftCollBroadcast, weftCollReduce, weftCollAl
 
 static void everyColl(int hosts, int procs, int threads, int fullTypes) {
   for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++) {
-    struct matrix m = {colls[i], smallCounts, 6, fullTypes ? allTypes : someTypes,
+    struct collSweep m = {colls[i], smallCounts, 6, fullTypes ? allTypes : someTypes,
                        fullTypes ? 12 : 5, 0};
     runEveryAlgo(hosts, procs, threads, &m);
   }
@@ -204,9 +97,9 @@ static void directEveryColl(int procs, int threads, enum directMode mode, int fu
   setenv("WEFT_DIRECT_CMA_MIN_BYTES", "0", 1);
   setenv("WEFT_ALGO", "direct", 1);
   for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++) {
-    struct matrix m = {colls[i], directCounts, 7, fullTypes ? allTypes : someTypes,
+    struct collSweep m = {colls[i], directCounts, 7, fullTypes ? allTypes : someTypes,
                        fullTypes ? 10 : 4, 1};
-    long failures = runRanks(procs, threads, matrixBody, &m, 600);
+    long failures = runRanks(procs, threads, collSweepBody, &m, 600);
     cr_expect_eq(failures, 0, "%s: %ld failures with %d x %d ranks, WEFT_ALGO=direct (mode %d)",
                  weftCollName(m.coll), failures, procs, threads, mode);
   }

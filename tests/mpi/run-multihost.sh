@@ -2,7 +2,8 @@
 # Multi-host test on one machine: emulated hosts (tests/mpi/cluster.sh: network namespaces on a
 # bridge, each with its own address and hostname), ranks launched on them by mpirun through
 # tests/mpi/nsagent as over ssh, Open MPI's own traffic (launch, out-of-band, btl tcp) crossing
-# the namespaces too. Runs mpi_allreduce_check on 2 hosts x 1 rank, 2x2, 4x2 and 3x3.
+# the namespaces too. Runs mpi_coll_check (every collective and grouped Send/Recv, each algorithm
+# forced in turn, then the tuner) on 2 hosts x 1 rank, 2x2, 4x2 and 3x3.
 #
 #   tests/mpi/run-multihost.sh [build dir]     (root; default build dir: build)
 #
@@ -15,12 +16,12 @@
 #
 # Environment:
 #   MULTIHOST_CONFIGS     "2x1 2x2 4x2 3x3"     hosts x ranks per host
-#   MULTIHOST_CHECK_ARGS  ""                    arguments of mpi_allreduce_check: every algorithm,
+#   MULTIHOST_CHECK_ARGS  ""                    arguments of mpi_coll_check: every algorithm,
 #                         then the tuner (direct, shared memory only, and hier on one rank per
 #                         host must be refused on every rank); add --quick to drop the largest
 #                         count (about 20 s instead of 70 s for the four runs on 2 cores)
 #   MULTIHOST_SHAPE       ""                    cluster.sh shaping, e.g. "--rate 10gbit --delay 25us"
-#   MULTIHOST_TIMEOUT     240                   seconds per configuration
+#   MULTIHOST_TIMEOUT     400                   seconds per configuration
 #   WEFT_*                                      forwarded to every rank (mpirun -x), e.g. WEFT_DEBUG=INFO
 set -u
 BUILD=${1:-build}
@@ -30,7 +31,7 @@ AGENT=$HERE/nsagent
 CONFIGS=${MULTIHOST_CONFIGS:-2x1 2x2 4x2 3x3}
 CHECK_ARGS=${MULTIHOST_CHECK_ARGS:-}
 SHAPE=${MULTIHOST_SHAPE:-}
-TIMEOUT=${MULTIHOST_TIMEOUT:-240}
+TIMEOUT=${MULTIHOST_TIMEOUT:-400}
 PREFIX=wft$$
 IFNAME=eth0 # the veth inside every namespace
 
@@ -38,7 +39,7 @@ say() { echo "run-multihost: $*"; }
 skip() { say "skipped: $*"; exit 77; }
 
 BUILD_ABS=$(cd "$BUILD" 2>/dev/null && pwd) || { say "no build directory '$BUILD'"; exit 1; }
-CHECK=$BUILD_ABS/tests/mpi/mpi_allreduce_check
+CHECK=$BUILD_ABS/tests/mpi/mpi_coll_check
 PERF=$BUILD_ABS/bench/mpi_allreduce_perf
 [ -x "$CHECK" ] || { say "$CHECK is not built (make tests)"; exit 1; }
 command -v mpirun >/dev/null || skip "[needs cmd:mpirun] no mpirun (openmpi-bin, listed in install-deps.sh)"
@@ -152,7 +153,7 @@ harnessOk=$((failed == 0))
 if [ "$maxHosts" -ge 2 ]; then
   MPIRUN_SAVED=("${MPIRUN[@]}")
   MPIRUN+=(-x WEFT_TRANSPORTS=shm -x WEFT_TIMEOUT_MS=30000)
-  runJob "shm only across 2 hosts must fail cleanly" 90 -np 2 --host "$(hostList 2 1)" "$CHECK" --quick --algos ring
+  runJob "shm only across 2 hosts must fail cleanly" 90 -np 2 --host "$(hostList 2 1)" "$CHECK" --quick --algos ring --colls allreduce
   MPIRUN=("${MPIRUN_SAVED[@]}")
   grep -m2 -i 'error\|fail' "$tmp/log" | sed 's/^/  /'
   if timedOut; then ok=0 why="hung: killed after 90s"
@@ -167,13 +168,13 @@ for c in $CONFIGS; do
   h=${c%x*} k=${c#*x}
   name="$h hosts x $k ranks"
   runJob "$name" "$TIMEOUT" -np $((h * k)) --host "$(hostList "$h" "$k")" "$CHECK" $CHECK_ARGS
-  grep -E '^WEFT_ALGO=|^mpi_allreduce_check:' "$tmp/log" | sed 's/^/  /'
-  summary=$(grep '^mpi_allreduce_check: ' "$tmp/log" | tail -1)
+  grep -E ' WEFT_ALGO=|^mpi_coll_check:' "$tmp/log" | sed 's/^/  /'
+  summary=$(grep '^mpi_coll_check: ' "$tmp/log" | tail -1)
   if timedOut; then ok=0 why="timed out after ${TIMEOUT}s"
   elif [ $jobrc != 0 ]; then ok=0 why="exit $jobrc, ${jobtime}s"
   elif [[ ! "$summary" =~ :\ [1-9][0-9]*\ passed,\ 0\ failed ]]; then ok=0 why="no passing summary, ${jobtime}s"
   else ok=1 why="${jobtime}s"; fi
-  [ $ok = 1 ] || grep -v '^WEFT_ALGO=\|^mpi_allreduce_check:' "$tmp/log" | head -30 | sed 's/^/  | /'
+  [ $ok = 1 ] || grep -v ' WEFT_ALGO=\|^mpi_coll_check:' "$tmp/log" | head -30 | sed 's/^/  | /'
   verdict $ok "$name" "$why"
 done
 
