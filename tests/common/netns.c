@@ -3,13 +3,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <net/if.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -353,4 +356,31 @@ static void killAndReap(pid_t *pid) {
 void netnsReapRanks(struct netnsJob *job) {
   for (int r = 0; r < job->nranks; r++) killAndReap(&job->pids[r]);
   killAndReap(&job->rootPid);
+}
+
+/* Sockets in TIME_WAIT (state 06) in this network namespace. */
+int netnsCountTimeWait(void) {
+  static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+  int n = 0;
+  for (int i = 0; i < 2; i++) {
+    FILE *f = fopen(files[i], "r");
+    if (f == NULL) continue;
+    char line[512], state[8];
+    while (fgets(line, sizeof line, f) != NULL)
+      n += sscanf(line, "%*s %*s %*s %7s", state) == 1 && strcmp(state, "06") == 0;
+    fclose(f);
+  }
+  return n;
+}
+
+int netnsLoopbackUp(char *why, size_t len) {
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  struct ifreq ifr = {0};
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+  int rc = fd >= 0 && ioctl(fd, SIOCGIFFLAGS, &ifr) == 0 ? 0 : -1;
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (rc == 0) rc = ioctl(fd, SIOCSIFFLAGS, &ifr);
+  if (rc != 0) snprintf(why, len, "lo up: %s", strerror(errno));
+  if (fd >= 0) close(fd);
+  return rc;
 }

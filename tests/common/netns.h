@@ -66,4 +66,9 @@ void netnsReapRanks(struct netnsJob *job);
  * with the parent's. */
 int64_t netnsNowMs(void);
 
+/* Sockets in TIME_WAIT in this process's network namespace (/proc/net/tcp and tcp6). */
+int netnsCountTimeWait(void);
+/* Brings up lo in this (fresh) network namespace; 0, or -1 with the reason in why. */
+int netnsLoopbackUp(char *why, size_t len);
+
 #endif

@@ -20,6 +20,7 @@
 
 #include "caps.h"
 #include "harness.h"
+#include "netns.h"
 
 enum { CYCLES = 10 };
 
@@ -36,33 +37,6 @@ static double nowMs(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-/* Sockets in TIME_WAIT (state 06) in this network namespace. */
-static int countTimeWait(void) {
-  static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
-  int n = 0;
-  for (int i = 0; i < 2; i++) {
-    FILE *f = fopen(files[i], "r");
-    if (f == NULL) continue;
-    char line[512], state[8];
-    while (fgets(line, sizeof line, f) != NULL)
-      n += sscanf(line, "%*s %*s %*s %7s", state) == 1 && strcmp(state, "06") == 0;
-    fclose(f);
-  }
-  return n;
-}
-
-static int loopbackUp(char *why, size_t len) {
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  struct ifreq ifr = {0};
-  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
-  int rc = fd >= 0 && ioctl(fd, SIOCGIFFLAGS, &ifr) == 0 ? 0 : -1;
-  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-  if (rc == 0) rc = ioctl(fd, SIOCSIFFLAGS, &ifr);
-  if (rc != 0) snprintf(why, len, "lo up: %s", strerror(errno));
-  if (fd >= 0) close(fd);
-  return rc;
-}
-
 static long oneAllReduce(weftComm_t comm, int rank, int nranks, void *arg) {
   (void)rank, (void)nranks, (void)arg;
   float x[1024] = {1};
@@ -75,7 +49,7 @@ static void cyclesInNamespace(struct result *res, int nranks) {
     snprintf(res->why, sizeof res->why, "unshare(CLONE_NEWNET): %s", strerror(errno));
     return;
   }
-  if (loopbackUp(res->why, sizeof res->why) != 0) return;
+  if (netnsLoopbackUp(res->why, sizeof res->why) != 0) return;
   res->ok = 1;
   for (int c = 0; c < CYCLES && res->ok; c++) {
     double t0 = nowMs();
@@ -86,7 +60,7 @@ static void cyclesInNamespace(struct result *res, int nranks) {
       res->ok = 0;
     }
   }
-  res->timeWait = countTimeWait();
+  res->timeWait = netnsCountTimeWait();
 }
 
 static struct result *runCycles(int nranks) {

@@ -21,6 +21,7 @@
 #include "boot_exchange.h"
 #include "caps.h"
 #include "forked.h"
+#include "netns.h"
 
 TestSuite(failure, .timeout = 60);
 TestSuite(split, .timeout = 60);
@@ -346,33 +347,6 @@ Test(split, exchange_and_split_interleave) {
 
 /* ---- Teardown: no TIME_WAIT ---- */
 
-/* Sockets in TIME_WAIT (state 06) in this network namespace. */
-static int countTimeWait(void) {
-  static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
-  int n = 0;
-  for (int i = 0; i < 2; i++) {
-    FILE *f = fopen(files[i], "r");
-    if (f == NULL) continue;
-    char line[512], state[8];
-    while (fgets(line, sizeof line, f) != NULL)
-      n += sscanf(line, "%*s %*s %*s %7s", state) == 1 && strcmp(state, "06") == 0;
-    fclose(f);
-  }
-  return n;
-}
-
-static int loopbackUp(char *why, size_t len) {
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  struct ifreq ifr = {0};
-  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
-  int rc = fd >= 0 && ioctl(fd, SIOCGIFFLAGS, &ifr) == 0 ? 0 : -1;
-  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-  if (rc == 0) rc = ioctl(fd, SIOCSIFFLAGS, &ifr);
-  if (rc != 0) snprintf(why, len, "lo up: %s", strerror(errno));
-  if (fd >= 0) close(fd);
-  return rc;
-}
-
 struct teardownResult {
   int ok, timeWait, fdsBefore, fdsAfter;
   char why[1024];
@@ -385,7 +359,7 @@ static void teardownInNamespace(struct teardownResult *res) {
     snprintf(res->why, sizeof res->why, "unshare(CLONE_NEWNET): %s", strerror(errno));
     return;
   }
-  if (loopbackUp(res->why, sizeof res->why) != 0) return;
+  if (netnsLoopbackUp(res->why, sizeof res->why) != 0) return;
   res->fdsBefore = countOpenFds();
   struct team t;
   if (teamStart(&t, 4, res->why) != 0) return;
@@ -394,7 +368,7 @@ static void teardownInNamespace(struct teardownResult *res) {
   teamClose(&t);
   res->fdsAfter = fdsSettled(res->fdsBefore, 3000);
   sleepMs(100); /* resets in flight have arrived */
-  res->timeWait = countTimeWait();
+  res->timeWait = netnsCountTimeWait();
   res->ok = failures == 0;
 }
 
