@@ -50,7 +50,7 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(filter-out $(BENCH_COMMON)
 # The weft benchmarks again, each with tests/bench/wrong_result.c linked in (a strong weftX over
 # the library's weak one changes one element of rank 0's result): tests/bench/test-perf-flags.sh
 # checks that the wrong element is reported.
-BENCH_WRONG_BINS := $(patsubst bench/%.c,$(BUILD)/tests/bench/%,$(filter-out bench/mpi_%.c bench/init_perf.c \
+BENCH_WRONG_BINS := $(patsubst bench/%.c,$(BUILD)/tests/bench/%,$(filter-out bench/mpi_%.c bench/init_perf.c bench/memcpy_perf.c \
   $(BENCH_COMMON),$(wildcard bench/*.c)))
 # Installed commands (tools/*.c), linked with libweft.a: they print the library's own tables.
 TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))

@@ -59,7 +59,7 @@ reduces=" allreduce reduce reduce_scatter "
 bindir=${BENCH_DIR:-build/bench}
 for c in $colls; do
   [ -n "${title[$c]:-}" ] || { echo "$0: -C: unknown collective '$c' (-h lists them)" >&2; exit 1; }
-  for b in "${c}_perf" "mpi_${c}_perf"; do
+  for b in "${c}_perf" "mpi_${c}_perf" memcpy_perf; do
     [ -x "$bindir/$b" ] || { echo "$0: $bindir/$b not found (make benches, or set BENCH_DIR)" >&2; exit 1; }
   done
 done
@@ -94,8 +94,17 @@ run() {
   fi
 }
 
+# The memory limit, in the same run: one core's memcpy at the same sizes (bench/memcpy_perf),
+# once per rank count and repetition, between the collectives' runs.
+memcpy_run() {
+  echo "# np $1 run $2/$reps: memcpy_perf" >&2
+  "$bindir/memcpy_perf" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" \
+    >"$logdir/memcpy_perf.$1.$2" 2>&1 || { echo "$0: memcpy_perf failed" >&2; failed=1; }
+}
+
 for p in $ranks; do
   for ((k = 1; k <= reps; k++)); do
+    memcpy_run "$p" "$k"
     for c in $colls; do
       run "$c" "${c}_perf" "$p" "$k"
       run "$c" "mpi_${c}_perf" "$p" "$k"
@@ -103,7 +112,8 @@ for p in $ranks; do
   done
 done
 
-# Rows "collective side ranks size root time busbw" from every log, in the order run (side:
+# Rows "memcpy memcpy ranks size -1 time GB/s" from the memcpy logs, then rows "collective
+# side ranks size root time busbw" from every log, in the order run (side:
 # weft or mpi); time and busbw of the chosen placement. The columns are found from the table's
 # header (the first "time" is out of place, the second in place: -I and -S add columns), so
 # extra flags after -- keep working. Only table rows (not mpirun's messages) whose results
@@ -111,6 +121,13 @@ done
 # (in place for AlltoAll, SendRecv: N/A) gives no row.
 rows() {
   local p k c side tool
+  for p in $ranks; do
+    for ((k = 1; k <= reps; k++)); do
+      [ -f "$logdir/memcpy_perf.$p.$k" ] &&
+        awk -v np="$p" '$1 ~ /^[0-9]+$/ && NF == 3 { print "memcpy", "memcpy", np, $1, -1, $2, $3 }' \
+          "$logdir/memcpy_perf.$p.$k"
+    done
+  done
   for c in $colls; do
     for p in $ranks; do
       for ((k = 1; k <= reps; k++)); do
@@ -148,6 +165,7 @@ rows | awk '
   }
   function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
   function num(x, fmt) { return x == "" ? "-" : sprintf(fmt, x) }
+  $1 == "memcpy" { mem[$3, $4] = mem[$3, $4] " " $7; next } # GB/s by ranks and size
   {
     if (!($1 in nkeys)) { colls[++nc] = $1; nkeys[$1] = 0 }
     if ($5 != "-1") rooted[$1] = 1
@@ -162,14 +180,16 @@ rows | awk '
       if (c > 1) print ""
       print "### " name
       print ""
-      print "| ranks | size |" (r ? " root |" : "") " weft time (us) | MPI time (us) | time weft/MPI | weft busbw (GB/s) | MPI busbw (GB/s) | busbw weft/MPI |"
-      print "|------:|-----:|" (r ? "-----:|" : "") "---------------:|--------------:|--------------:|------------------:|-----------------:|---------------:|"
+      print "| ranks | size |" (r ? " root |" : "") " weft time (us) | MPI time (us) | time weft/MPI | weft busbw (GB/s) | MPI busbw (GB/s) | busbw weft/MPI | memcpy (GB/s) | weft/memcpy |"
+      print "|------:|-----:|" (r ? "-----:|" : "") "---------------:|--------------:|--------------:|------------------:|-----------------:|---------------:|--------------:|------------:|"
       for (i = 1; i <= nkeys[name]; i++) {
         k = keys[name, i]; split(k, a, SUBSEP)
         wt = median(t[name, "weft", k]); mt = median(t[name, "mpi", k])
         wb = median(bw[name, "weft", k]); mb = median(bw[name, "mpi", k])
-        printf "| %d | %s |%s %s | %s | %s | %s | %s | %s |\n", a[1], human(a[2]), (r ? " " a[3] " |" : ""),
-          num(wt, "%.2f"), num(mt, "%.2f"), ratio(wt, mt), num(wb, "%.2f"), num(mb, "%.2f"), ratio(wb, mb)
+        mc = median(mem[a[1], a[2]])
+        printf "| %d | %s |%s %s | %s | %s | %s | %s | %s | %s | %s |\n", a[1], human(a[2]), (r ? " " a[3] " |" : ""),
+          num(wt, "%.2f"), num(mt, "%.2f"), ratio(wt, mt), num(wb, "%.2f"), num(mb, "%.2f"), ratio(wb, mb),
+          num(mc, "%.2f"), ratio(wb, mc)
       }
     }
   }'

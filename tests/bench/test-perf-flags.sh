@@ -335,5 +335,17 @@ PY
   else bad "plot.py on input without a table: exit $rc"; fi
 fi
 
+# bench/memcpy_perf, the memory limit compare.sh puts beside every collective: one row per
+# size with a positive rate; a bad size refused.
+timeout 60 "$BUILD/bench/memcpy_perf" -b 64K -e 1M -f 4 -n 3 -w 1 >"$tmp/out" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && [ "$(awk '$1 ~ /^[0-9]+$/ && NF == 3 && $3 > 0' "$tmp/out" | awk '{print $1}' | tr '\n' ' ')" = "65536 262144 1048576 " ]; then
+  ok "memcpy_perf -b 64K -e 1M -f 4: three sizes, positive GB/s"
+else bad "memcpy_perf -b 64K -e 1M -f 4: exit $rc"; fi
+timeout 60 "$BUILD/bench/memcpy_perf" -b 64Q >"$tmp/out" 2>&1
+rc=$?
+if [ "$rc" -eq 2 ] && has "'64Q' is not a size"; then ok "memcpy_perf -b 64Q: refused (exit 2)"
+else bad "memcpy_perf -b 64Q: exit $rc"; fi
+
 echo "test-perf-flags: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
