@@ -208,8 +208,12 @@ static weftResult_t ringBroadcast(struct weftComm *comm, struct weftRing *ring,
   if (n == 1) return weftSuccess;
   struct weftPrims p;
   ringPrims(&p, comm, ring, a);
-  if (hop == 0) return weftPrimsSend(&p, a->sendbuff, a->count);
+  if (hop == 0) {
+    WEFTCHECK(weftPrimsSend(&p, a->sendbuff, a->count));
+    return weftPrimsRecvToken(&p); /* posted by the last rank at its start: no wait in a run */
+  }
   if (hop < n - 1) return weftPrimsRecvCopySend(&p, a->recvbuff, a->count);
+  WEFTCHECK(weftPrimsSendToken(&p)); /* to the root, my next: a root that is not one meets it */
   return weftPrimsRecv(&p, a->recvbuff, a->count);
 }
 
@@ -224,8 +228,12 @@ static weftResult_t ringReduce(struct weftComm *comm, struct weftRing *ring,
   }
   struct weftPrims p;
   ringPrims(&p, comm, ring, a);
-  if (hop == 1) return weftPrimsSend(&p, a->sendbuff, a->count);
+  if (hop == 1) {
+    WEFTCHECK(weftPrimsSend(&p, a->sendbuff, a->count));
+    return weftPrimsRecvToken(&p); /* the root's, posted at its start */
+  }
   if (hop != 0) return weftPrimsRecvReduceSend(&p, a->sendbuff, a->count);
+  WEFTCHECK(weftPrimsSendToken(&p)); /* to the chain's start, my next */
   return weftPrimsRecvReduceCopy(&p, a->sendbuff, a->recvbuff, a->count);
 }
 

@@ -248,7 +248,9 @@ static weftResult_t stepPiece(struct weftPrims *p, enum stepKind kind, const cha
   const char *first = NULL; /* what every send slot gets */
   switch (kind) {
     case STEP_SEND: first = src; break;
-    case STEP_RECV: memcpy(dst, in[0], bytes); break;
+    case STEP_RECV:
+      if (bytes > 0) memcpy(dst, in[0], bytes);
+      break;
     case STEP_RRS:
       reduceInputs(p, out[0], src, in, n, 0);
       first = out[0];
@@ -266,7 +268,7 @@ static weftResult_t stepPiece(struct weftPrims *p, enum stepKind kind, const cha
   for (int i = 0; i < nout; i++) {
     uint64_t trailer[4] = {p->comm->opSig[0], p->comm->opSig[1], p->comm->opSig[2],
                            p->send[i]->slotSeq++};
-    if (out[i] != first) memcpy(out[i], first, bytes);
+    if (out[i] != first && bytes > 0) memcpy(out[i], first, bytes);
     memcpy((char *)out[i] + bytes, trailer, sizeof trailer);
   }
   for (int i = 0; i < nout; i++)
@@ -307,3 +309,5 @@ weftResult_t weftPrimsRecvReduceCopy(struct weftPrims *p, const void *src, void 
 weftResult_t weftPrimsRecvCopySend(struct weftPrims *p, void *dst, size_t count) {
   return step(p, STEP_RCS, NULL, dst, count);
 }
+weftResult_t weftPrimsSendToken(struct weftPrims *p) { return stepPiece(p, STEP_SEND, NULL, NULL, 0); }
+weftResult_t weftPrimsRecvToken(struct weftPrims *p) { return stepPiece(p, STEP_RECV, NULL, NULL, 0); }

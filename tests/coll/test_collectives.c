@@ -187,3 +187,46 @@ Test(collectives, mismatched_kinds_fail_on_every_rank) {
   cr_expect_eq(runRanks(2, 1, mismatchBody, NULL, 60), 0);
   unsetenv("WEFT_TIMEOUT_MS");
 }
+
+/* Ranks that disagree on a Broadcast's or a Reduce's root, on the ring, where data flows one
+ * way: the chain's ends swap a token (lib/prims.h), so the ranks that meet another root's
+ * signature fail in that call (with 2 ranks, both) with weftInvalidUsage naming both calls;
+ * with more ranks, a rank that saw only its own root's data fails at its next collective at
+ * the latest, never hangs. arg: the collective. */
+static long ringRootMismatchBody(weftComm_t comm, int rank, int n, void *arg) {
+  weftColl_t coll = *(const weftColl_t *)arg;
+  float send[64], recv[64];
+  for (int i = 0; i < 64; i++) send[i] = (float)rank;
+  int root = rank == n - 1 ? 1 : 0;
+  weftResult_t rc = coll == weftCollBroadcast
+                        ? weftBroadcast(send, recv, 64, weftFloat32, root, comm, NULL)
+                        : weftReduce(send, recv, 64, weftFloat32, weftSum, root, comm, NULL);
+  const char *name = weftCollName(coll), *op = coll == weftCollBroadcast ? "" : ", sum";
+  char call0[96], call1[96];
+  snprintf(call0, sizeof call0, "%s(count 64, float%s, root 0)", name, op);
+  snprintf(call1, sizeof call1, "%s(count 64, float%s, root 1)", name, op);
+  const char *msg = weftGetLastError(comm);
+  int named = rc == weftInvalidUsage && strstr(msg, call0) != NULL && strstr(msg, call1) != NULL;
+  if (n == 2 && !named) {
+    fprintf(stderr, "rank %d: %s with root %d: rc %d: %s\n", rank, name, root, rc, msg);
+    return 1;
+  }
+  if (rc != weftSuccess) return !named && rc != weftRemoteError;
+  rc = weftBroadcast(send, recv, 64, weftFloat32, 0, comm, NULL); /* the next call fails */
+  if (rc == weftSuccess) fprintf(stderr, "rank %d: the call after the mismatch succeeded\n", rank);
+  return rc == weftSuccess;
+}
+
+Test(collectives, ring_root_mismatch_fails) {
+  setenv("WEFT_ALGO", "ring", 1);
+  setenv("WEFT_TIMEOUT_MS", "20000", 1);
+  static const weftColl_t rooted[] = {weftCollBroadcast, weftCollReduce};
+  for (int k = 0; k < 2; k++) {
+    cr_expect_eq(runRanks(2, 1, ringRootMismatchBody, (void *)&rooted[k], 60), 0, "2 processes");
+    cr_expect_eq(runRanks(1, 2, ringRootMismatchBody, (void *)&rooted[k], 60), 0, "2 threads");
+    cr_expect_eq(runRanks(3, 1, ringRootMismatchBody, (void *)&rooted[k], 60), 0, "3 processes");
+    cr_expect_eq(runRanksOnHosts(2, 1, ringRootMismatchBody, (void *)&rooted[k], 60), 0, "2 hosts");
+  }
+  unsetenv("WEFT_ALGO");
+  unsetenv("WEFT_TIMEOUT_MS");
+}
