@@ -187,15 +187,18 @@ static void perfTime(perfRank *r, const perfCase *k, int inPlace, double *sec, d
   const perfOpts *o = r->opts;
   int n = o->iters, agg = o->aggIters, each = o->perIter || o->blocking == 3, z3 = o->blocking == 3;
   int useCpu = o->cputime; /* the thread's CPU clock is a system call: read only for -C */
+  int grouped = agg > 1 && o->blocking != 1 && r->bench->groupStart != NULL;
   perfCollAt(r, k, inPlace, 0); /* sync, as nccl-tests */
   perfBarrier(r);
   double c0 = useCpu ? perfCpuNow() : 0, t0 = perfNow(), inside = 0, insideCpu = 0;
   for (int i = 0; i < n; i++) {
     double ci = useCpu && z3 ? perfCpuNow() : 0, ti = each ? perfNow() : 0;
+    if (grouped) r->bench->groupStart(r->ctx);
     for (int a = 0; a < agg; a++) {
       perfCollAt(r, k, inPlace, i * agg + a);
       if (o->blocking == 1) perfBarrier(r);
     }
+    if (grouped) r->bench->groupEnd(r->ctx);
     if (each) {
       double took = perfNow() - ti;
       if (o->perIter) r->iterSec[i] = took / agg;

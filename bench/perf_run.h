@@ -44,6 +44,10 @@ typedef struct {
   int (*supported)(int type, int op);
   /* -A 1: the algorithm the collective runs for count elements of type (NULL: "-"). */
   const char *(*algoName)(void *ctx, size_t count, int type);
+  /* NULL, or (both) what brackets the -m collectives of one iteration, as nccl-tests puts
+   * them in one group (not with -z 1, whose barrier after each call would wait inside it). */
+  void (*groupStart)(void *ctx);
+  void (*groupEnd)(void *ctx);
 } perfBench;
 
 /* Parses the options, runs the benchmark, returns main's exit status: 0, 1 on wrong results or

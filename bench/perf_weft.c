@@ -47,6 +47,14 @@ void perfWeftRankFini(void *ctx) {
   if (res != weftSuccess) perfFatal("weftCommDestroy: %s", weftGetErrorString(res));
 }
 
+void perfWeftGroupStart(void *ctx) {
+  perfWeftCheck(weftGroupStart(), ctx, "weftGroupStart", 0, 0, -1, -1);
+}
+
+void perfWeftGroupEnd(void *ctx) {
+  perfWeftCheck(weftGroupEnd(), ctx, "weftGroupEnd", 0, 0, -1, -1);
+}
+
 int perfWeftSupportedReduce(int type, int op) {
   return op != PERF_AVG || perfTypes[type].kind == PERF_FLOAT;
 }

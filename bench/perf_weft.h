@@ -17,11 +17,14 @@ const char *perfWeftLibrary(void);
 void *perfWeftSetup(const perfWorld *w);
 void *perfWeftRankInit(void *shared, int rank, int nRanks);
 void perfWeftRankFini(void *ctx);
+/* -m N: weftGroupStart / weftGroupEnd around an iteration's N collectives. */
+void perfWeftGroupStart(void *ctx);
+void perfWeftGroupEnd(void *ctx);
 
 /* perfBench fields of a weft benchmark that runs one communicator per rank. */
 #define PERF_WEFT_RANKS                                                                       \
   .library = perfWeftLibrary, .setup = perfWeftSetup, .rankInit = perfWeftRankInit,          \
-  .rankFini = perfWeftRankFini
+  .rankFini = perfWeftRankFini, .groupStart = perfWeftGroupStart, .groupEnd = perfWeftGroupEnd
 
 /* weft reduces avg for floating-point types only (weftInvalidArgument otherwise): -o all skips
  * it for the others. */

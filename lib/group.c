@@ -1,7 +1,8 @@
 /* Group calls and point-to-point calls. Between weftGroupStart and the outermost weftGroupEnd
  * a call is checked at once and queued (per thread, as NCCL's groups are); weftGroupEnd runs
  * the queue. A communicator runs its collectives in call order, then all its Send/Recv in one
- * pass of the p2p engine (lib/p2p.c), so any pattern of them completes. Several
+ * pass of the p2p engine (lib/p2p.c), so any pattern of them completes; small AllReduces
+ * queued one after another run as one (lib/fuse.c). Several
  * communicators (ranks of this process driven by one thread) run at once, one thread each
  * beyond the first, since each one's calls wait for the others'. A Send or Recv outside a
  * group is a group of one. A non-blocking communicator runs its part in its operation thread
@@ -14,6 +15,7 @@
 
 #include "api.h"
 #include "check.h"
+#include "fuse.h"
 #include "reduce.h"
 
 struct groupQueue {
@@ -72,8 +74,12 @@ static weftResult_t runP2p(struct weftComm *comm, const struct weftTask *tasks, 
 }
 
 weftResult_t weftRunTasks(struct weftComm *comm, const struct weftTask *tasks, int n) {
-  for (int i = 0; i < n; i++)
-    if (tasks[i].isColl) WEFTCHECK(weftCollRun(comm, tasks[i].coll));
+  for (int i = 0, k; i < n; i += k) {
+    k = 1;
+    if (!tasks[i].isColl) continue;
+    k = weftFuseCount(tasks + i, n - i); /* small AllReduces together: lib/fuse.c */
+    WEFTCHECK(k > 1 ? weftFuseRun(comm, tasks + i, k) : weftCollRun(comm, tasks[i].coll));
+  }
   return runP2p(comm, tasks, n);
 }
 
