@@ -12,8 +12,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "bootstrap.h"
 #include "check.h"
+#include "deadline.h"
 #include "direct.h"
 #include "prims.h"
 

@@ -9,6 +9,7 @@
 
 #include "bootstrap.h"
 #include "check.h"
+#include "deadline.h"
 #include "log.h"
 #include "settings.h"
 #include "socket.h"

@@ -12,14 +12,13 @@
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "deadline.h"
 #include "p2p.h"
 #include "param.h"
 #include "redop.h"
 #include "settings.h"
 #include "shmseg.h"
 #include "socket.h"
-
-int64_t weftDeadline(const struct weftComm *comm) { return weftNowMs() + comm->timeoutMs; }
 
 /* Copies this thread's last error to the communicator, where weftGetLastError(comm) finds it. */
 weftResult_t weftReportTo(struct weftComm *comm, weftResult_t rc) {

@@ -10,6 +10,7 @@
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "deadline.h"
 #include "param.h"
 #include "prims.h"
 

@@ -249,7 +249,4 @@ int weftCommIsLive(const struct weftComm *comm);
 /* Copies this thread's last error into comm (if live) for weftGetLastError(comm); returns rc. */
 weftResult_t weftReportTo(struct weftComm *comm, weftResult_t rc);
 
-/* Deadline of a wait that starts now, in CLOCK_MONOTONIC ms. */
-int64_t weftDeadline(const struct weftComm *comm);
-
 #endif

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "bootstrap.h"
 #include "check.h"
+#include "deadline.h"
 #include "reduce.h"
 
 static void cpuRelax(void) {

@@ -17,6 +17,7 @@
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "deadline.h"
 #include "log.h"
 #include "split.h"
 

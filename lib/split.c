@@ -24,6 +24,7 @@
 #include "bootstrap.h"
 #include "bytes.h"
 #include "check.h"
+#include "deadline.h"
 #include "log.h"
 #include "split.h"
 

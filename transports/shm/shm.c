@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "deadline.h"
 #include "param.h"
 #include "shm.h"
 #include "shmseg.h"
