@@ -10,6 +10,7 @@
 #include "bootstrap.h"
 #include "check.h"
 #include "deadline.h"
+#include "errors.h"
 #include "log.h"
 #include "settings.h"
 #include "socket.h"

@@ -8,6 +8,7 @@
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "errors.h"
 #include "group.h"
 #include "param.h"
 #include "redop.h"

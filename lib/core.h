@@ -135,8 +135,6 @@ void weftJoinOpThread(struct weftComm *comm);
 static inline int weftCommAborted(const struct weftComm *comm) {
   return atomic_load_explicit(&((struct weftComm *)comm)->abortFlag, memory_order_relaxed);
 }
-/* The error of a wait that saw the abort flag. */
-weftResult_t weftAbortedError(const struct weftComm *comm);
 /* Called by a collective that failed with rc: the communicator becomes unusable (sticky
  * asyncError); on errors other than a timeout its connections are closed so that peers
  * blocked on them fail in turn; a remote error names peers of this host that are dead.
@@ -245,8 +243,5 @@ weftResult_t weftCommRegisterLive(const struct weftComm *comm);
 void weftCommUnregisterLive(const struct weftComm *comm);
 /* Whether comm is a live communicator of this process (use-after-destroy detection). */
 int weftCommIsLive(const struct weftComm *comm);
-
-/* Copies this thread's last error into comm (if live) for weftGetLastError(comm); returns rc. */
-weftResult_t weftReportTo(struct weftComm *comm, weftResult_t rc);
 
 #endif

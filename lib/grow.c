@@ -24,6 +24,7 @@
 #include "bytes.h"
 #include "check.h"
 #include "deadline.h"
+#include "errors.h"
 #include "log.h"
 #include "param.h"
 #include "settings.h"

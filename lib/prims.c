@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "deadline.h"
+#include "errors.h"
 #include "reduce.h"
 
 static void cpuRelax(void) {

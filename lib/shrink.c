@@ -18,6 +18,7 @@
 #include "check.h"
 #include "core.h"
 #include "deadline.h"
+#include "errors.h"
 #include "log.h"
 #include "split.h"
 

@@ -25,6 +25,7 @@
 #include "bytes.h"
 #include "check.h"
 #include "deadline.h"
+#include "errors.h"
 #include "log.h"
 #include "split.h"
 

@@ -10,6 +10,7 @@
 #include "api.h"
 #include "check.h"
 #include "core.h"
+#include "errors.h"
 #include "log.h"
 #include "param.h"
 
