@@ -15,6 +15,7 @@
 #include "check.h"
 #include "deadline.h"
 #include "direct.h"
+#include "liveness.h"
 #include "prims.h"
 
 #define DIRECT_LIVENESS_MS 50

@@ -168,12 +168,6 @@ weftResult_t weftSigWatchOnTimeout(struct weftComm *comm, weftResult_t rc);
 /* Closes every link of comm (the algorithms' and the ring's); rc is the reason passed to the
  * transports (weftInvalidUsage reads as a mismatch to shm peers). */
 void weftCommCloseLinks(struct weftComm *comm, weftResult_t rc);
-/* Marks in gone[] (one flag per rank; a mark is never undone: deaths are permanent) the ranks
- * of comm that are gone: a rank of this host whose pid is known by its process, any other by
- * its bootstrap listener refusing connections or not answering within probeMs. */
-void weftCommMarkGone(struct weftComm *comm, char *gone, int64_t probeMs);
-/* 1 if the process is gone (or a zombie nobody reaped yet). */
-int weftProcessGone(int pid);
 /* Prints this rank's flight recorder (to the log file, or stderr). */
 void weftFlightDump(struct weftComm *comm, const char *why);
 /* The thread's abort flag for waits that do not see a communicator (bootstrap sockets). */

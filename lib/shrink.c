@@ -19,6 +19,7 @@
 #include "core.h"
 #include "deadline.h"
 #include "errors.h"
+#include "liveness.h"
 #include "log.h"
 #include "split.h"
 

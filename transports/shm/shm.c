@@ -15,6 +15,7 @@
 #include "check.h"
 #include "core.h"
 #include "deadline.h"
+#include "liveness.h"
 #include "param.h"
 #include "shm.h"
 #include "shmseg.h"
