@@ -135,11 +135,6 @@ void weftJoinOpThread(struct weftComm *comm);
 static inline int weftCommAborted(const struct weftComm *comm) {
   return atomic_load_explicit(&((struct weftComm *)comm)->abortFlag, memory_order_relaxed);
 }
-/* Called by a collective that failed with rc: the communicator becomes unusable (sticky
- * asyncError); on errors other than a timeout its connections are closed so that peers
- * blocked on them fail in turn; a remote error names peers of this host that are dead.
- * Returns rc. */
-weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc);
 /* Across hosts, a wait that lasts tells rank+1 its collective's signature and compares
  * rank-1's (lib/sigwatch.c): weftInvalidUsage on a mismatch. Called with the algorithms'
  * watch; never blocks. */
@@ -165,9 +160,6 @@ void weftSigDescribe(uint64_t sig, uint64_t what, char *buf, size_t len);
 /* For a collective that timed out: the chain of waits the notes show, from this rank to the
  * one not at this operation. */
 weftResult_t weftSigWatchOnTimeout(struct weftComm *comm, weftResult_t rc);
-/* Closes every link of comm (the algorithms' and the ring's); rc is the reason passed to the
- * transports (weftInvalidUsage reads as a mismatch to shm peers). */
-void weftCommCloseLinks(struct weftComm *comm, weftResult_t rc);
 /* Prints this rank's flight recorder (to the log file, or stderr). */
 void weftFlightDump(struct weftComm *comm, const char *why);
 /* The thread's abort flag for waits that do not see a communicator (bootstrap sockets). */

@@ -14,6 +14,7 @@
 
 #include "api.h"
 #include "check.h"
+#include "commfail.h"
 #include "errors.h"
 #include "reduce.h"
 

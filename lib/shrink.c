@@ -16,6 +16,7 @@
 #include "api.h"
 #include "bootstrap.h"
 #include "check.h"
+#include "commfail.h"
 #include "core.h"
 #include "deadline.h"
 #include "errors.h"
