@@ -8,14 +8,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "collname.h"
 #include "weft.h"
 
 struct weftComm;
 
 /* The collectives the tuner chooses an algorithm for (weft.h's weftColl_t). */
 #define WEFT_COLL_BIT(coll) (1u << (unsigned)(coll))
-/* "AllReduce", "Broadcast", ...; "?" out of range. */
-const char *weftCollName(weftColl_t coll);
 
 /* One collective call as the algorithms see it: arguments already validated. count is the
  * count argument of the NCCL call (AllReduce, Broadcast, Reduce: the buffer; AllGather: each

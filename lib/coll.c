@@ -7,6 +7,7 @@
 #include "api.h"
 #include "bootstrap.h"
 #include "check.h"
+#include "collname.h"
 #include "commfail.h"
 #include "core.h"
 #include "errors.h"

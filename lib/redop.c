@@ -31,6 +31,7 @@
 
 #include "api.h"
 #include "check.h"
+#include "collname.h"
 #include "errors.h"
 #include "log.h"
 #include "redop.h"

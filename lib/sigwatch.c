@@ -16,6 +16,7 @@
 #include "bootstrap.h"
 #include "bytes.h"
 #include "check.h"
+#include "collname.h"
 #include "core.h"
 #include "deadline.h"
 #include "log.h"
