@@ -195,12 +195,16 @@ weftResult_t weftTransportsInit(struct weftComm *comm);
 int weftTransportsCheckList(const char *value, char *allowed, size_t len);
 void weftTransportsFinalize(struct weftComm *comm);
 /* The first allowed transport that can link this rank to peer, in c (c->dir set): c->ops,
- * c->state, c->peer and c->caps; an error naming every transport's reason when none can. */
+ * c->state, c->peer, c->comm and c->caps; an error naming every transport's reason when none
+ * can. */
 weftResult_t weftSelectTransport(struct weftComm *comm, int peer, struct weftConn *c);
 /* Collective: every rank calls it at the same point with its own links (possibly none). */
 weftResult_t weftConnectLinks(struct weftComm *comm, struct weftLinkReq *reqs, int nreqs);
+/* Closes c: hands the transport why this rank closes (struct weftConn's closeReason and
+ * closeCause, from c->comm's state and weftConnCloseReason), then calls its close. */
 void weftConnClose(struct weftConn *c);
-/* What weftConnClose puts in closeReason (weftCommFail sets it while it closes). */
+/* weftInvalidUsage while weftCommCloseLinks closes after a mismatch (the peers then read the
+ * close as one), else 0. */
 extern _Thread_local int weftConnCloseReason;
 /* Collective: connects a ring over order[0..n) (which must contain this rank). */
 weftResult_t weftRingSetup(struct weftComm *comm, struct weftRing *ring, const int *order, int n, int tag);
