@@ -199,6 +199,14 @@ WEFT_PUBLIC weftResult_t weftCommInitRankConfig(weftComm_t *out, int nranks, wef
 }
 WEFT_PROFILING_ALIAS(weftCommInitRankConfig);
 
+/* The waits' hook into the algorithms (struct weftComm's watchAlgos). */
+static weftResult_t watchAlgorithms(struct weftComm *comm) {
+  for (int a = 0; weftAlgos[a] != NULL; a++)
+    if (weftAlgos[a]->watch != NULL && comm->algoState[a] != NULL)
+      WEFTCHECK(weftAlgos[a]->watch(comm->algoState[a], comm));
+  return weftSuccess;
+}
+
 struct weftComm *weftCommAlloc(int rank, int nranks, int64_t timeoutMs) {
   struct weftComm *comm = calloc(1, sizeof *comm);
   if (comm == NULL) return NULL;
@@ -208,6 +216,7 @@ struct weftComm *weftCommAlloc(int rank, int nranks, int64_t timeoutMs) {
   comm->timeoutMs = timeoutMs;
   comm->spinIters = comm->spinMax = 0;
   comm->yieldIters = 1000;
+  comm->watchAlgos = watchAlgorithms;
   return comm;
 }
 

@@ -75,6 +75,10 @@ struct weftComm {
   uint64_t opSig[3]; /* the running collective's signature: opSeq; count << 16 | type << 8 | op;
                         weftSigWhat(collective, root) */
   int64_t lastWatchMs; /* when a wait last called the algorithms' watch() */
+  /* What a wait that has lasted calls (weftWaitPause, at most every WEFT_WATCH_MS): every
+   * algorithm's watch() (lib/comm.c sets it), which the waits below the algorithms cannot
+   * name. NULL: nothing to watch. */
+  weftResult_t (*watchAlgos)(struct weftComm *comm);
 
   void *transportState[WEFT_MAX_TRANSPORTS];
   char transportWhy[WEFT_MAX_TRANSPORTS][192]; /* why a transport whose state is NULL is not used */
