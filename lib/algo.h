@@ -1,8 +1,8 @@
 /* The algorithm interface: one file per algorithm in algorithms/, one exported ops table,
- * registered in lib/registry.c. An algorithm says which collectives it runs (`colls`), gives
- * a cost per call, and runs any of them from one argument struct, as NCCL's ncclInfo carries
- * any collective. Algorithms are written against lib/prims.h (or a shared host segment) and
- * never name a transport. */
+ * registered in lib/algo_registry.c. An algorithm says which collectives it runs (`colls`),
+ * gives a cost per call, and runs any of them from one argument struct, as NCCL's ncclInfo
+ * carries any collective. Algorithms are written against lib/prims.h (or a shared host
+ * segment) and never name a transport. */
 #ifndef WEFT_ALGO_H_
 #define WEFT_ALGO_H_
 

@@ -98,7 +98,7 @@ struct weftTransportOps {
 #define WEFT_CAUSE_MARK " closed the connection after its own failure: "
 #define WEFT_CLOSE_CAUSE_BYTES 1024
 
-/* The registry (lib/registry.c): transports in order of preference, NULL-terminated. */
+/* The registry (lib/transport_registry.c): transports by preference, NULL-terminated. */
 extern const struct weftTransportOps *const weftTransports[];
 
 /* Test hook (tests/fault): a function that may put a wrapper table between the library and the
