@@ -91,9 +91,10 @@ struct weftComm {
 
   char lastError[1024];
 
-  /* Fault handling (lib/comm.c). abortFlag is read by every wait (weftWaitPause, socket
-   * polls of init); busy counts API calls inside the library so abort frees nothing under
-   * them; asyncError is weftInProgress during a non-blocking init, then the sticky error. */
+  /* Fault handling (lib/comm.c, lib/commfail.c). abortFlag is read by every wait
+   * (weftWaitPause, socket polls of init); busy counts API calls inside the library so abort
+   * frees nothing under them; asyncError is weftInProgress during a non-blocking init, then
+   * the sticky error. */
   _Atomic int abortFlag;
   _Atomic int busy;
   _Atomic int asyncError;
