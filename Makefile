@@ -66,7 +66,7 @@ EXAMPLE_BINS := $(patsubst docs/examples/%.c,$(BUILD)/examples/%,$(wildcard docs
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all lib tools benches tests bench check deps install uninstall clean env-doc FORCE fuzz fuzz-build check-asan check-tsan
+.PHONY: all lib tools benches tests bench check check-layering deps install uninstall clean env-doc FORCE fuzz fuzz-build check-asan check-tsan
 all: lib tools benches tests
 tools: $(TOOL_BINS)
 lib: $(BUILD)/libweft.so $(BUILD)/$(SONAME) $(BUILD)/libweft.a
@@ -163,6 +163,11 @@ bench: $(DEPS_STAMP)
 check: $(DEPS_STAMP)
 	$(MAKE) all
 	tests/run-all.sh $(BUILD)
+
+# Only the layering rule (make check runs it too): calls in libweft run one way, from the API
+# down to the leaf services (tests/tools/layering.py, docs/architecture.md "Layers").
+check-layering: lib
+	tests/tools/layering.py $(BUILD)
 
 # ---- Sanitizers and fuzzing: each in its own build tree, never mixed with $(BUILD) ----
 

@@ -19,6 +19,7 @@
 
 #include "bootstrap.h"
 #include "check.h"
+#include "deadline.h"
 #include "direct.h"
 #include "param.h"
 

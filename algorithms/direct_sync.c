@@ -12,9 +12,10 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "bootstrap.h"
 #include "check.h"
+#include "deadline.h"
 #include "direct.h"
+#include "liveness.h"
 #include "prims.h"
 
 #define DIRECT_LIVENESS_MS 50

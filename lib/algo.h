@@ -1,21 +1,20 @@
 /* The algorithm interface: one file per algorithm in algorithms/, one exported ops table,
- * registered in lib/registry.c. An algorithm says which collectives it runs (`colls`), gives
- * a cost per call, and runs any of them from one argument struct, as NCCL's ncclInfo carries
- * any collective. Algorithms are written against lib/prims.h (or a shared host segment) and
- * never name a transport. */
+ * registered in lib/algo_registry.c. An algorithm says which collectives it runs (`colls`),
+ * gives a cost per call, and runs any of them from one argument struct, as NCCL's ncclInfo
+ * carries any collective. Algorithms are written against lib/prims.h (or a shared host
+ * segment) and never name a transport. */
 #ifndef WEFT_ALGO_H_
 #define WEFT_ALGO_H_
 
 #include <stddef.h>
 #include <stdint.h>
+#include "collname.h"
 #include "weft.h"
 
 struct weftComm;
 
 /* The collectives the tuner chooses an algorithm for (weft.h's weftColl_t). */
 #define WEFT_COLL_BIT(coll) (1u << (unsigned)(coll))
-/* "AllReduce", "Broadcast", ...; "?" out of range. */
-const char *weftCollName(weftColl_t coll);
 
 /* One collective call as the algorithms see it: arguments already validated. count is the
  * count argument of the NCCL call (AllReduce, Broadcast, Reduce: the buffer; AllGather: each

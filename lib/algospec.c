@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "collname.h"
 #include "core.h"
 
 static int algoIndexN(const char *name, size_t n) {

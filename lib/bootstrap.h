@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "deadline.h"
 #include "weft.h"
 
 struct weftBootstrap;
@@ -116,7 +117,6 @@ weftResult_t weftBootstrapClose(struct weftBootstrap *b);
 void weftBootstrapCloseRingQuietly(struct weftBootstrap *b);
 
 /* Helpers shared with the other socket users (and tested on their own). */
-int64_t weftNowMs(void);
 /* The MAC that proves the secret, for the bootstrap and the transports that authenticate
  * their own connections with it: keyed BLAKE2b (libsodium's crypto_generichash) of msg under
  * a 128-bit key, with a 128-bit tag. The key is a communicator's secret; the first bytes of

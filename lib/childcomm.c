@@ -9,14 +9,13 @@
 
 #include "bootstrap.h"
 #include "check.h"
+#include "deadline.h"
+#include "errors.h"
+#include "liveness.h"
 #include "log.h"
 #include "settings.h"
 #include "socket.h"
 #include "split.h"
-
-/* How long a rank of another host may take to accept a connection before it counts as gone
- * in an error message (as lib/comm.c's). */
-#define GONE_PROBE_MS 200
 
 struct weftSplit *weftSplitNew(struct weftComm *parent, enum weftSplitKind kind) {
   struct weftSplit *s = calloc(1, sizeof *s);
@@ -92,13 +91,6 @@ weftResult_t weftSplitBootstrap(struct weftComm *comm) {
   return weftSetError(weftInternalError, "split of unknown kind %d", (int)comm->split->kind);
 }
 
-/* Whether rank r is judged by its process (it shares this host and its pid is known), else by
- * its bootstrap listener: weftCommMarkGone's rule. */
-static int byProcess(const struct weftComm *comm, int r) {
-  const struct weftPeerInfo *p = &comm->peers[r], *me = &comm->peers[comm->rank];
-  return p->pid > 0 && p->hostHash == me->hostHash;
-}
-
 /* "rank 2 (pid 9 on host h), rank 5 (10.0.0.3:4000)"; how many. */
 static int describeGone(const struct weftComm *comm, const char *gone, char *buf, size_t len) {
   int found = 0;
@@ -108,7 +100,7 @@ static int describeGone(const struct weftComm *comm, const char *gone, char *buf
     if (!gone[r]) continue;
     char where[WEFT_SOCK_NAME_MAX + 96], name[WEFT_SOCK_NAME_MAX];
     const union weftSockAddr *addr = weftBootstrapPeerAddr(comm->boot, r);
-    if (byProcess(comm, r))
+    if (weftRankByProcess(comm, r))
       snprintf(where, sizeof where, "pid %d on host %s", comm->peers[r].pid, comm->peers[r].hostname);
     else if (addr != NULL)
       snprintf(where, sizeof where, "listener %s closed", weftSockAddrName(addr, name));
@@ -125,9 +117,9 @@ weftResult_t weftSplitNameGone(struct weftComm *parent, weftResult_t rc) {
   char *gone = calloc((size_t)parent->nranks, 1);
   if (gone == NULL) return rc;
   int listeners = 0;
-  for (int r = 0; r < parent->nranks; r++) listeners += r != parent->rank && !byProcess(parent, r);
+  for (int r = 0; r < parent->nranks; r++) listeners += r != parent->rank && !weftRankByProcess(parent, r);
   if (listeners > 0) weftBootstrapSettle(); /* a killed process's sockets close one by one */
-  weftCommMarkGone(parent, gone, GONE_PROBE_MS);
+  weftCommMarkGone(parent, gone, WEFT_GONE_PROBE_MS);
   char list[512], was[1024];
   int found = describeGone(parent, gone, list, sizeof list);
   free(gone);

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "collname.h"
 #include "core.h"
 #include "log.h"
 #include "redop.h"

@@ -1,32 +1,22 @@
 /* Communicator life cycle: init (bootstrap, topology, transports, ring, algorithms), queries,
- * destroy, and the error reporting API. */
-#include <errno.h>
-#include <signal.h>
+ * destroy, abort. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "api.h"
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "deadline.h"
+#include "errors.h"
+#include "liveness.h"
 #include "p2p.h"
 #include "param.h"
 #include "redop.h"
 #include "settings.h"
 #include "shmseg.h"
 #include "socket.h"
-
-int64_t weftDeadline(const struct weftComm *comm) { return weftNowMs() + comm->timeoutMs; }
-
-/* Copies this thread's last error to the communicator, where weftGetLastError(comm) finds it. */
-weftResult_t weftReportTo(struct weftComm *comm, weftResult_t rc) {
-  if (rc != weftSuccess && comm != NULL && weftCommIsLive(comm))
-    snprintf(comm->lastError, sizeof comm->lastError, "%s", weftThreadLastError());
-  return rc;
-}
 
 WEFT_PUBLIC weftResult_t weftGetVersion(int *version) {
   if (version == NULL) return weftSetError(weftInvalidArgument, "weftGetVersion: version is NULL");
@@ -147,74 +137,6 @@ static weftResult_t commInitBody(struct weftComm *comm) {
 }
 
 
-/* An init that failed because a peer died usually fails with what this rank saw (a closed
- * connection, a segment gone), often at a neighbour of the dead rank: name the dead. Ranks of
- * this host by their process, the others by their bootstrap listener. */
-/* How long a rank of another host may take to accept a connection before it counts as gone
- * in an error message. */
-#define GONE_PROBE_MS 200
-
-/* Whether rank r is judged by its process (it shares this host and its pid is known), else by
- * its bootstrap listener. */
-static int byProcess(const struct weftComm *comm, int r) {
-  const struct weftPeerInfo *p = &comm->peers[r], *me = &comm->peers[comm->rank];
-  return p->pid > 0 && p->hostHash == me->hostHash;
-}
-
-void weftCommMarkGone(struct weftComm *comm, char *gone, int64_t probeMs) {
-  for (int r = 0; r < comm->nranks; r++) {
-    if (gone[r] || r == comm->rank) continue;
-    if (byProcess(comm, r))
-      gone[r] = comm->peers[r].pid != (int)getpid() && weftProcessGone(comm->peers[r].pid);
-    else
-      gone[r] = !weftBootstrapProbe(comm->boot, r, probeMs);
-  }
-}
-
-/* "rank 2 (pid 9 on host h)" for gone ranks judged by their process (byProc 1), "rank 5
- * (10.0.0.3:4000)" for those judged by their listener (byProc 0). */
-static int describeGone(const struct weftComm *comm, const char *gone, int byProc, char *buf,
-                        size_t len) {
-  int found = 0;
-  size_t o = 0;
-  buf[0] = '\0';
-  for (int r = 0; r < comm->nranks; r++) {
-    if (!gone[r] || byProcess(comm, r) != byProc || o >= len) continue;
-    char where[WEFT_SOCK_NAME_MAX + 96];
-    const union weftSockAddr *addr = weftBootstrapPeerAddr(comm->boot, r);
-    if (byProc)
-      snprintf(where, sizeof where, "pid %d on host %s", comm->peers[r].pid, comm->peers[r].hostname);
-    else if (addr != NULL)
-      weftSockAddrName(addr, where);
-    else
-      snprintf(where, sizeof where, "address unknown");
-    o += (size_t)snprintf(buf + o, len - o, "%srank %d (%s)", found++ ? ", " : "", r, where);
-  }
-  return found;
-}
-
-static weftResult_t nameDeadPeers(struct weftComm *comm, weftResult_t rc) {
-  if (comm->peers == NULL || comm->boot == NULL || weftCommAborted(comm)) return rc;
-  char *gone = calloc((size_t)comm->nranks, 1);
-  if (gone == NULL) return rc;
-  weftBootstrapCloseRing(comm->boot);
-  int listeners = 0;
-  for (int r = 0; r < comm->nranks; r++) listeners += r != comm->rank && !byProcess(comm, r);
-  if (listeners > 0) weftBootstrapSettle();
-  weftCommMarkGone(comm, gone, GONE_PROBE_MS);
-  char dead[512], closed[512], was[1024];
-  int nDead = describeGone(comm, gone, 1, dead, sizeof dead);
-  int nClosed = describeGone(comm, gone, 0, closed, sizeof closed);
-  free(gone);
-  if (nDead > 0 && strstr(weftThreadLastError(), dead) != NULL) nDead = 0; /* said already */
-  if (nDead == 0 && nClosed == 0) return rc;
-  snprintf(was, sizeof was, "%s", weftThreadLastError());
-  return weftSetError(weftRemoteError, "%s; %s%s%s%s%s", was, nDead ? "dead: " : "", nDead ? dead : "",
-                      nDead && nClosed ? "; " : "",
-                      nClosed ? "ranks of other hosts whose listener is closed (dead or destroyed): " : "",
-                      nClosed ? closed : "");
-}
-
 /* Segments of processes killed during an earlier init go first, and those of peers killed
  * during this one when it fails (lib/shmseg.h). */
 static weftResult_t commInit(struct weftComm *comm) {
@@ -224,7 +146,7 @@ static weftResult_t commInit(struct weftComm *comm) {
   /* A bad argument or usage is this rank's own finding (every rank makes it, and may leave
    * before the others look): it stays what it is. */
   if (rc != weftTimeout && rc != weftInvalidArgument && rc != weftInvalidUsage)
-    rc = nameDeadPeers(comm, rc);
+    rc = weftCommNameGone(comm, rc);
   weftShmSweepDead();
   return rc;
 }
@@ -277,6 +199,14 @@ WEFT_PUBLIC weftResult_t weftCommInitRankConfig(weftComm_t *out, int nranks, wef
 }
 WEFT_PROFILING_ALIAS(weftCommInitRankConfig);
 
+/* The waits' hook into the algorithms (struct weftComm's watchAlgos). */
+static weftResult_t watchAlgorithms(struct weftComm *comm) {
+  for (int a = 0; weftAlgos[a] != NULL; a++)
+    if (weftAlgos[a]->watch != NULL && comm->algoState[a] != NULL)
+      WEFTCHECK(weftAlgos[a]->watch(comm->algoState[a], comm));
+  return weftSuccess;
+}
+
 struct weftComm *weftCommAlloc(int rank, int nranks, int64_t timeoutMs) {
   struct weftComm *comm = calloc(1, sizeof *comm);
   if (comm == NULL) return NULL;
@@ -286,6 +216,7 @@ struct weftComm *weftCommAlloc(int rank, int nranks, int64_t timeoutMs) {
   comm->timeoutMs = timeoutMs;
   comm->spinIters = comm->spinMax = 0;
   comm->yieldIters = 1000;
+  comm->watchAlgos = watchAlgorithms;
   return comm;
 }
 
@@ -341,10 +272,6 @@ WEFT_PUBLIC weftResult_t weftCommDestroy(weftComm_t comm) {
 }
 WEFT_PROFILING_ALIAS(weftCommDestroy);
 
-weftResult_t weftAbortedError(const struct weftComm *comm) {
-  return weftSetError(weftRemoteError, "rank %d: communicator aborted (weftCommAbort)", comm->rank);
-}
-
 WEFT_PUBLIC weftResult_t weftCommAbort(weftComm_t comm) {
   if (comm == NULL) return weftSuccess;
   if (!weftCommIsLive(comm))
@@ -392,53 +319,6 @@ WEFT_PUBLIC weftResult_t weftCommFinalize(weftComm_t comm) {
 }
 WEFT_PROFILING_ALIAS(weftCommFinalize);
 
-int weftProcessGone(int pid) {
-  if (kill(pid, 0) != 0) return errno == ESRCH;
-  char path[64], stat[256];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE *f = fopen(path, "re");
-  if (f == NULL) return 0;
-  size_t n = fread(stat, 1, sizeof stat - 1, f);
-  fclose(f);
-  stat[n] = '\0';
-  const char *end = strrchr(stat, ')');
-  if (end == NULL || end[1] != ' ') return 0;
-  if (end[2] == 'Z' || end[2] == 'X') return 1;
-  /* A killed process closes its descriptors before it becomes a zombie: peers see its
-   * connections close while it still looks alive, unless one reads PF_EXITING (0x4) in the
-   * flags, the 7th field after the name. */
-  unsigned long flags = 0;
-  return sscanf(end + 2, "%*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & 0x4) != 0;
-}
-
-
-weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc) {
-  int expected = weftSuccess;
-  atomic_compare_exchange_strong(&comm->asyncError, &expected, (int)rc);
-  if (weftCommAborted(comm)) return rc;
-  /* The others time out by themselves; the notes of lasting waits may show who is missing. */
-  if (rc == weftTimeout) return weftSigWatchOnTimeout(comm, rc);
-  weftCommCloseLinks(comm, rc);
-  /* After the links are closed, so the failure spreads while this rank looks: is it a
-   * mismatch another host found, and who is dead. */
-  return rc == weftRemoteError && expected == weftSuccess ? nameDeadPeers(comm, rc) : rc;
-}
-
-void weftCommCloseLinks(struct weftComm *comm, weftResult_t rc) {
-  /* Closing every link makes the peers blocked on them fail at once (a shm peer sees the
-   * closed flag, a tcp peer the end of stream): the error spreads along the schedule. */
-  weftConnCloseReason = rc == weftInvalidUsage ? weftInvalidUsage : 0;
-  for (int a = 0; weftAlgos[a] != NULL; a++)
-    if (comm->algoState[a] != NULL && comm->algoState[a] != (void *)&comm->ring) {
-      weftAlgos[a]->finalize(comm->algoState[a]);
-      comm->algoState[a] = NULL;
-    }
-  weftRingClose(&comm->ring);
-  weftP2pClose(comm);
-  weftConnCloseReason = 0;
-  for (int a = 0; weftAlgos[a] != NULL; a++) comm->algoState[a] = NULL;
-}
-
 WEFT_PUBLIC weftResult_t weftCommCount(const weftComm_t comm, int *count) {
   WEFTCHECK(weftCheckComm(comm, "weftCommCount"));
   if (count == NULL) return weftReportTo(comm, weftSetError(weftInvalidArgument, "weftCommCount: count is NULL"));
@@ -454,26 +334,3 @@ WEFT_PUBLIC weftResult_t weftCommUserRank(const weftComm_t comm, int *rank) {
   return weftSuccess;
 }
 WEFT_PROFILING_ALIAS(weftCommUserRank);
-
-WEFT_PUBLIC const char *weftGetErrorString(weftResult_t result) {
-  switch (result) {
-    case weftSuccess: return "no error";
-    case weftUnhandledCudaError: return "unhandled cuda error";
-    case weftSystemError: return "unhandled system error (run with WEFT_DEBUG=INFO for details)";
-    case weftInternalError: return "internal error - please report this issue to the weft developers";
-    case weftInvalidArgument: return "invalid argument (run with WEFT_DEBUG=WARN for details)";
-    case weftInvalidUsage: return "invalid usage (run with WEFT_DEBUG=WARN for details)";
-    case weftRemoteError: return "remote process exited or there was a network error";
-    case weftInProgress: return "operation in progress";
-    case weftTimeout: return "operation timed out (see WEFT_TIMEOUT_MS)";
-    default: return "unknown result code";
-  }
-}
-WEFT_PROFILING_ALIAS(weftGetErrorString);
-
-WEFT_PUBLIC const char *weftGetLastError(weftComm_t comm) {
-  if (comm != NULL && weftCommIsLive(comm)) return comm->lastError;
-  return weftThreadLastError();
-}
-WEFT_PROFILING_ALIAS(weftGetLastError);
-

@@ -10,6 +10,7 @@
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "deadline.h"
 #include "param.h"
 #include "prims.h"
 
@@ -98,6 +99,7 @@ weftResult_t weftSelectTransport(struct weftComm *comm, int peer, struct weftCon
     if (ok) {
       weftTransportInterposer wrap = atomic_load(&interposer);
       c->peer = peer;
+      c->comm = comm;
       c->ops = wrap != NULL ? wrap(comm->rank, c, weftTransports[t]) : weftTransports[t];
       c->state = comm->transportState[t];
       INFO(WEFT_INIT, "rank %d %s rank %d via %s (%.2f us, %.1f GB/s)", comm->rank,
@@ -186,9 +188,39 @@ out:
 
 _Thread_local int weftConnCloseReason;
 
+static const char *causeOrigin(const char *why) {
+  const char *origin = why;
+  for (const char *p = strstr(why, WEFT_CAUSE_MARK); p != NULL; p = strstr(p + 1, WEFT_CAUSE_MARK))
+    origin = p + strlen(WEFT_CAUSE_MARK);
+  return origin;
+}
+
+/* Why this rank closes a link of comm (closeReason: weftConnCloseReason's), as struct
+ * weftConn's closeReason and closeCause say. */
+static int closeCause(struct weftComm *comm, int closeReason, char *buf, size_t len) {
+  if (weftCommAborted(comm)) {
+    snprintf(buf, len, "rank %d aborted its communicator (weftCommAbort)", comm->rank);
+    return weftRemoteError;
+  }
+  int err = atomic_load(&comm->asyncError);
+  if (err == weftSuccess || err == weftInProgress) return 0;
+  /* weftCommFail closes the links as soon as a collective fails, when the failure is still
+   * this thread's last error; after a timeout they stay until destroy, and the message is the
+   * communicator's by then. */
+  const char *why = err == weftTimeout ? comm->lastError : weftThreadLastError();
+  if (*why == '\0') why = weftGetErrorString((weftResult_t)err);
+  snprintf(buf, len, "%s", causeOrigin(why));
+  return closeReason == weftInvalidUsage ? weftInvalidUsage : err;
+}
+
+/* The transport gets the text handed down: it never asks the communicator why. */
 void weftConnClose(struct weftConn *c) {
-  c->closeReason = weftConnCloseReason;
-  if (c->ops != NULL) c->ops->close(c);
+  char cause[WEFT_CLOSE_CAUSE_BYTES] = "";
+  if (c->ops != NULL) {
+    c->closeReason = c->comm != NULL ? closeCause(c->comm, weftConnCloseReason, cause, sizeof cause) : 0;
+    c->closeCause = cause;
+    c->ops->close(c);
+  }
   memset(c, 0, sizeof *c);
 }
 
@@ -282,27 +314,4 @@ weftResult_t weftRingConnect(struct weftComm *comm) {
   free(order);
   free(placed);
   return rc;
-}
-
-static const char *causeOrigin(const char *why) {
-  const char *origin = why;
-  for (const char *p = strstr(why, WEFT_CAUSE_MARK); p != NULL; p = strstr(p + 1, WEFT_CAUSE_MARK))
-    origin = p + strlen(WEFT_CAUSE_MARK);
-  return origin;
-}
-
-int weftConnCloseCause(struct weftComm *comm, const struct weftConn *c, char *buf, size_t len) {
-  if (weftCommAborted(comm)) {
-    snprintf(buf, len, "rank %d aborted its communicator (weftCommAbort)", comm->rank);
-    return weftRemoteError;
-  }
-  int err = atomic_load(&comm->asyncError);
-  if (err == weftSuccess || err == weftInProgress) return 0;
-  /* weftCommFail closes the links as soon as a collective fails, when the failure is still
-   * this thread's last error; after a timeout they stay until destroy, and the message is the
-   * communicator's by then. */
-  const char *why = err == weftTimeout ? comm->lastError : weftThreadLastError();
-  if (*why == '\0') why = weftGetErrorString((weftResult_t)err);
-  snprintf(buf, len, "%s", causeOrigin(why));
-  return c->closeReason == weftInvalidUsage ? weftInvalidUsage : err;
 }

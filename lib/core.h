@@ -75,6 +75,10 @@ struct weftComm {
   uint64_t opSig[3]; /* the running collective's signature: opSeq; count << 16 | type << 8 | op;
                         weftSigWhat(collective, root) */
   int64_t lastWatchMs; /* when a wait last called the algorithms' watch() */
+  /* What a wait that has lasted calls (weftWaitPause, at most every WEFT_WATCH_MS): every
+   * algorithm's watch() (lib/comm.c sets it), which the waits below the algorithms cannot
+   * name. NULL: nothing to watch. */
+  weftResult_t (*watchAlgos)(struct weftComm *comm);
 
   void *transportState[WEFT_MAX_TRANSPORTS];
   char transportWhy[WEFT_MAX_TRANSPORTS][192]; /* why a transport whose state is NULL is not used */
@@ -87,9 +91,10 @@ struct weftComm {
 
   char lastError[1024];
 
-  /* Fault handling (lib/comm.c). abortFlag is read by every wait (weftWaitPause, socket
-   * polls of init); busy counts API calls inside the library so abort frees nothing under
-   * them; asyncError is weftInProgress during a non-blocking init, then the sticky error. */
+  /* Fault handling (lib/comm.c, lib/commfail.c). abortFlag is read by every wait
+   * (weftWaitPause, socket polls of init); busy counts API calls inside the library so abort
+   * frees nothing under them; asyncError is weftInProgress during a non-blocking init, then
+   * the sticky error. */
   _Atomic int abortFlag;
   _Atomic int busy;
   _Atomic int asyncError;
@@ -135,13 +140,6 @@ void weftJoinOpThread(struct weftComm *comm);
 static inline int weftCommAborted(const struct weftComm *comm) {
   return atomic_load_explicit(&((struct weftComm *)comm)->abortFlag, memory_order_relaxed);
 }
-/* The error of a wait that saw the abort flag. */
-weftResult_t weftAbortedError(const struct weftComm *comm);
-/* Called by a collective that failed with rc: the communicator becomes unusable (sticky
- * asyncError); on errors other than a timeout its connections are closed so that peers
- * blocked on them fail in turn; a remote error names peers of this host that are dead.
- * Returns rc. */
-weftResult_t weftCommFail(struct weftComm *comm, weftResult_t rc);
 /* Across hosts, a wait that lasts tells rank+1 its collective's signature and compares
  * rank-1's (lib/sigwatch.c): weftInvalidUsage on a mismatch. Called with the algorithms'
  * watch; never blocks. */
@@ -167,15 +165,6 @@ void weftSigDescribe(uint64_t sig, uint64_t what, char *buf, size_t len);
 /* For a collective that timed out: the chain of waits the notes show, from this rank to the
  * one not at this operation. */
 weftResult_t weftSigWatchOnTimeout(struct weftComm *comm, weftResult_t rc);
-/* Closes every link of comm (the algorithms' and the ring's); rc is the reason passed to the
- * transports (weftInvalidUsage reads as a mismatch to shm peers). */
-void weftCommCloseLinks(struct weftComm *comm, weftResult_t rc);
-/* Marks in gone[] (one flag per rank; a mark is never undone: deaths are permanent) the ranks
- * of comm that are gone: a rank of this host whose pid is known by its process, any other by
- * its bootstrap listener refusing connections or not answering within probeMs. */
-void weftCommMarkGone(struct weftComm *comm, char *gone, int64_t probeMs);
-/* 1 if the process is gone (or a zombie nobody reaped yet). */
-int weftProcessGone(int pid);
 /* Prints this rank's flight recorder (to the log file, or stderr). */
 void weftFlightDump(struct weftComm *comm, const char *why);
 /* The thread's abort flag for waits that do not see a communicator (bootstrap sockets). */
@@ -211,12 +200,16 @@ weftResult_t weftTransportsInit(struct weftComm *comm);
 int weftTransportsCheckList(const char *value, char *allowed, size_t len);
 void weftTransportsFinalize(struct weftComm *comm);
 /* The first allowed transport that can link this rank to peer, in c (c->dir set): c->ops,
- * c->state, c->peer and c->caps; an error naming every transport's reason when none can. */
+ * c->state, c->peer, c->comm and c->caps; an error naming every transport's reason when none
+ * can. */
 weftResult_t weftSelectTransport(struct weftComm *comm, int peer, struct weftConn *c);
 /* Collective: every rank calls it at the same point with its own links (possibly none). */
 weftResult_t weftConnectLinks(struct weftComm *comm, struct weftLinkReq *reqs, int nreqs);
+/* Closes c: hands the transport why this rank closes (struct weftConn's closeReason and
+ * closeCause, from c->comm's state and weftConnCloseReason), then calls its close. */
 void weftConnClose(struct weftConn *c);
-/* What weftConnClose puts in closeReason (weftCommFail sets it while it closes). */
+/* weftInvalidUsage while weftCommCloseLinks closes after a mismatch (the peers then read the
+ * close as one), else 0. */
 extern _Thread_local int weftConnCloseReason;
 /* Collective: connects a ring over order[0..n) (which must contain this rank). */
 weftResult_t weftRingSetup(struct weftComm *comm, struct weftRing *ring, const int *order, int n, int tag);
@@ -245,11 +238,5 @@ weftResult_t weftCommRegisterLive(const struct weftComm *comm);
 void weftCommUnregisterLive(const struct weftComm *comm);
 /* Whether comm is a live communicator of this process (use-after-destroy detection). */
 int weftCommIsLive(const struct weftComm *comm);
-
-/* Copies this thread's last error into comm (if live) for weftGetLastError(comm); returns rc. */
-weftResult_t weftReportTo(struct weftComm *comm, weftResult_t rc);
-
-/* Deadline of a wait that starts now, in CLOCK_MONOTONIC ms. */
-int64_t weftDeadline(const struct weftComm *comm);
 
 #endif

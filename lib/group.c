@@ -15,6 +15,8 @@
 
 #include "api.h"
 #include "check.h"
+#include "commfail.h"
+#include "errors.h"
 #include "fuse.h"
 #include "reduce.h"
 

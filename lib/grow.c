@@ -23,6 +23,8 @@
 #include "bootstrap.h"
 #include "bytes.h"
 #include "check.h"
+#include "deadline.h"
+#include "errors.h"
 #include "log.h"
 #include "param.h"
 #include "settings.h"

@@ -9,6 +9,7 @@
 
 #include "bootstrap.h"
 #include "check.h"
+#include "deadline.h"
 #include "log.h"
 #include "p2p.h"
 #include "prims.h"

@@ -6,8 +6,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "bootstrap.h"
 #include "check.h"
+#include "deadline.h"
+#include "errors.h"
 #include "reduce.h"
 
 static void cpuRelax(void) {
@@ -73,9 +74,7 @@ weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer) {
   int64_t now = weftNowMs();
   if (now - comm->lastWatchMs >= WEFT_WATCH_MS) {
     comm->lastWatchMs = now;
-    for (int a = 0; weftAlgos[a] != NULL; a++)
-      if (weftAlgos[a]->watch != NULL && comm->algoState[a] != NULL)
-        WEFTCHECK(weftAlgos[a]->watch(comm->algoState[a], comm));
+    if (comm->watchAlgos != NULL) WEFTCHECK(comm->watchAlgos(comm));
     WEFTCHECK(weftSigWatch(comm, peer));
   }
   if (now > w->deadlineMs)

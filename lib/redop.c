@@ -31,6 +31,8 @@
 
 #include "api.h"
 #include "check.h"
+#include "collname.h"
+#include "errors.h"
 #include "log.h"
 #include "redop.h"
 #include "reduce.h"

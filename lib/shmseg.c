@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "liveness.h"
 #include "log.h"
 
 /* The inode of this process's PID namespace: pids only mean something within one. */

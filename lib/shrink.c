@@ -16,7 +16,11 @@
 #include "api.h"
 #include "bootstrap.h"
 #include "check.h"
+#include "commfail.h"
 #include "core.h"
+#include "deadline.h"
+#include "errors.h"
+#include "liveness.h"
 #include "log.h"
 #include "split.h"
 

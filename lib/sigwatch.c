@@ -7,7 +7,7 @@
  * where every rank it can reach is. A rank heard of at the same operation with another
  * signature is a mismatch: every waiting rank sees it itself and fails with weftInvalidUsage
  * and both signatures (ranks that see a link close first get the same from the close's cause,
- * weftConnCloseCause). A wait that times out follows the chain of waits to the rank that went
+ * weftConnClose hands it to the transports). A wait that times out follows the chain of waits to the rank that went
  * silent. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,9 @@
 #include "bootstrap.h"
 #include "bytes.h"
 #include "check.h"
+#include "collname.h"
 #include "core.h"
+#include "deadline.h"
 #include "log.h"
 #include "reduce.h"
 

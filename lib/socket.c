@@ -12,19 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bootstrap.h"
 #include "check.h"
 #include "log.h"
 #include "param.h"
-
-int64_t weftNowMs(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- Interface name specs (NCCL syntax) ---- */
 

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include "deadline.h"
 #include "weft.h"
 
 union weftSockAddr {

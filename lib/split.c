@@ -24,6 +24,8 @@
 #include "bootstrap.h"
 #include "bytes.h"
 #include "check.h"
+#include "deadline.h"
+#include "errors.h"
 #include "log.h"
 #include "split.h"
 

@@ -40,9 +40,16 @@ struct weftConn {
   size_t slotBytes;
   struct weftLinkCaps caps;
   void *priv;
-  /* Set before close(): 0, or the error that made this rank close the link, which the
-   * transport may pass to the peer (shm: weftInvalidUsage, so a mismatch reads as one). */
+  struct weftComm *comm; /* whose link this is (lib/connect.c): why it closes comes from there */
+  /* Handed down for close() (lib/connect.c's weftConnClose), for transports that tell their
+   * peer why this side closes: closeReason is 0 for an orderly close (destroy after success,
+   * a failed init: nothing to say), else the code to pass on (weftInvalidUsage for a
+   * mismatch, weftRemoteError for an abort, else the communicator's error), and closeCause
+   * its text, valid during close() only. Peers print the cause after WEFT_CAUSE_MARK; a
+   * cause that already carried it is cut to its origin, so a chain of closes names the first
+   * failure however far it travels. */
   int closeReason;
+  const char *closeCause;
   /* Slots lib/prims.c has posted (sender) or taken (receiver) on this link: each slot's
    * trailer carries the sender's count, so the receiver notices a lost or repeated slot. */
   uint64_t slotSeq;
@@ -79,21 +86,19 @@ struct weftTransportOps {
   weftResult_t (*recvDone)(struct weftConn *c);
   /* Moves data for transports with asynchronous engines; NULL where not needed. */
   weftResult_t (*progress)(void *state);
-  /* Frees what setup/connect created for c. Never blocks. */
+  /* Frees what setup/connect created for c; c->closeReason and c->closeCause say why this
+   * side closes (see struct weftConn). Never blocks. */
   weftResult_t (*close)(struct weftConn *c);
   /* Frees what init created. */
   weftResult_t (*finalize)(void *state);
 };
 
-/* Why a link closes, for transports that tell their peer (lib/connect.c). Peers print the
- * cause after WEFT_CAUSE_MARK; a cause that already carries it is cut to its origin, so a
- * chain of closes names the first failure however far it travels. Returns the reason code
- * (weftInvalidUsage for a mismatch, else the communicator's error) with the text in buf, or
- * 0 for an orderly close (destroy after success, a failed init): nothing to say. */
+/* What a peer prints before the cause a closing side handed it (closeCause); room for a cause
+ * (as much as a communicator's message holds). */
 #define WEFT_CAUSE_MARK " closed the connection after its own failure: "
-int weftConnCloseCause(struct weftComm *comm, const struct weftConn *c, char *buf, size_t len);
+#define WEFT_CLOSE_CAUSE_BYTES 1024
 
-/* The registry (lib/registry.c): transports in order of preference, NULL-terminated. */
+/* The registry (lib/transport_registry.c): transports by preference, NULL-terminated. */
 extern const struct weftTransportOps *const weftTransports[];
 
 /* Test hook (tests/fault): a function that may put a wrapper table between the library and the

@@ -7,19 +7,11 @@
 #include <string.h>
 
 #include "algospec.h"
-#include "api.h"
 #include "check.h"
+#include "collname.h"
 #include "core.h"
 #include "log.h"
 #include "param.h"
-
-static const char *const collNames[weftNumColls] = {
-  "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll", "Gather", "Scatter",
-};
-
-const char *weftCollName(weftColl_t coll) {
-  return (int)coll >= 0 && coll < weftNumColls ? collNames[coll] : "?";
-}
 
 /* Why none of the algorithms in mask can run coll here: "hier: it needs 2 or more hosts ...". */
 static void describeUnrunnable(const struct weftComm *comm, unsigned mask, char *buf, size_t len) {
@@ -109,39 +101,3 @@ weftResult_t weftTuneNoAlgorithm(const struct weftComm *comm, weftColl_t coll) {
   return weftSetError(weftInvalidUsage, "%s: no algorithm can run it on this communicator: %s",
                       weftCollName(coll), why);
 }
-
-/* weft extension: what a collective would run, by name. The same argument checks as the
- * collective (without buffers) and the same tuner call; it runs and sends nothing. */
-WEFT_PUBLIC weftResult_t weftCommGetCollAlgorithm(const weftComm_t comm, weftColl_t coll,
-                                                  size_t count, weftDataType_t datatype,
-                                                  const char **name) {
-  WEFTCHECK(weftCheckComm(comm, "weftCommGetCollAlgorithm"));
-  if (name == NULL)
-    return weftReportTo(comm, weftSetError(weftInvalidArgument, "weftCommGetCollAlgorithm: name is NULL"));
-  if ((int)coll < 0 || coll >= weftNumColls)
-    return weftReportTo(comm, weftSetError(weftInvalidArgument,
-                                           "weftCommGetCollAlgorithm: unknown collective %d", (int)coll));
-  if ((int)datatype < 0 || datatype >= weftNumTypes)
-    return weftReportTo(comm, weftSetError(weftInvalidArgument,
-                                           "weftCommGetCollAlgorithm: unknown datatype %d", (int)datatype));
-  /* Only the count and type are checked here (weftSum takes every type); the algorithms'
-   * costs need no buffers. */
-  struct weftCollArgs args = {coll, NULL, NULL, count, 0, datatype, weftSum, 0, 0};
-  weftResult_t rc = weftCheckCount(coll, count, datatype, weftSum, comm->nranks, &args.bytes);
-  if (rc != weftSuccess) return weftReportTo(comm, rc);
-  if (count == 0) {
-    *name = "none";
-    return weftSuccess;
-  }
-  int a = weftTuneChoose(comm, &args);
-  if (a < 0) return weftReportTo(comm, weftTuneNoAlgorithm(comm, coll));
-  *name = weftAlgos[a]->name;
-  return weftSuccess;
-}
-WEFT_PROFILING_ALIAS(weftCommGetCollAlgorithm);
-
-WEFT_PUBLIC weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count,
-                                              weftDataType_t datatype, const char **name) {
-  return weftCommGetCollAlgorithm(comm, weftCollAllReduce, count, datatype, name);
-}
-WEFT_PROFILING_ALIAS(weftCommGetAlgorithm);

@@ -1,6 +1,7 @@
 #!/bin/bash
-# The default test suite (make check): unit tests, collective correctness (threads, processes,
-# mixed), mpirun-launched runs, emulated hosts, and a check that nothing is left in /dev/shm.
+# The default test suite (make check): the library's layering, unit tests, collective
+# correctness (threads, processes, mixed), mpirun-launched runs, emulated hosts, and a check
+# that nothing is left in /dev/shm.
 # Prints one closing line "check: N passed, N failed, N skipped", after the list of skips with
 # their reasons, and exits non-zero on failure.
 #
@@ -123,6 +124,7 @@ shm_before=$(ls /dev/shm | grep -c '^weft' || true)
 start=$SECONDS
 
 check_timeouts
+run_cmd "layering: calls run one way (tests/tools/layering.py)" "$HERE/tools/layering.py" "$BUILD"
 for t in "$BUILD"/tests/unit/*; do [ -x "$t" ] && run_criterion "$t"; done
 for t in "$BUILD"/tests/transport/*; do [ -x "$t" ] && run_criterion "$t"; done
 for t in "$BUILD"/tests/coll/*; do [ -x "$t" ] && run_criterion "$t"; done

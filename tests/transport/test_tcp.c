@@ -428,8 +428,9 @@ static void failWith(struct weftComm *comm, struct weftConn *c, const struct cau
   atomic_store(&comm->asyncError, cc->failure);
   weftSetError(cc->failure, "%s", late ? "stale" : cc->why);
   snprintf(comm->lastError, sizeof comm->lastError, "%s", late ? cc->why : "stale");
-  c->closeReason = cc->closeReason;
-  c->ops->close(c);
+  weftConnCloseReason = cc->closeReason; /* as weftCommCloseLinks does */
+  weftConnClose(c);
+  weftConnCloseReason = 0;
 }
 
 static void recordError(struct causeCase *cc, weftResult_t rc) {

@@ -12,9 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "deadline.h"
+#include "liveness.h"
 #include "param.h"
 #include "shm.h"
 #include "shmseg.h"
@@ -29,7 +30,7 @@ struct shmFifo {
   _Alignas(64) uint64_t sizes[SHM_MAX_SLOTS]; /* bytes of each posted slot, set before head */
   _Atomic int32_t pid[2];    /* [dir]: the process of each side, to notice it died */
   _Atomic int32_t closed[2]; /* [dir]: that side closed the connection (1 + reason) */
-  char cause[2][SHM_CAUSE_BYTES]; /* [dir]: why, written before closed (weftConnCloseCause) */
+  char cause[2][SHM_CAUSE_BYTES]; /* [dir]: why, written before closed (closeCause) */
 };
 
 /* A side that finds the FIFO empty (or full) this many times in a row looks whether its peer
@@ -254,9 +255,8 @@ static weftResult_t shmClose(struct weftConn *c) {
   if (sc == NULL) return weftSuccess;
   if (sc->named) weftShmUnlink(sc->name);
   if (sc->fifo != NULL) {
-    const struct shmState *s = c->state;
-    char *cause = sc->fifo->cause[c->dir];
-    int reason = weftConnCloseCause(s->comm, c, cause, SHM_CAUSE_BYTES);
+    int reason = c->closeCause != NULL ? c->closeReason : 0;
+    if (reason != 0) snprintf(sc->fifo->cause[c->dir], SHM_CAUSE_BYTES, "%s", c->closeCause);
     atomic_store_explicit(&sc->fifo->closed[c->dir], 1 + reason, memory_order_release);
   }
   weftShmUnmap(sc->fifo, sc->mapBytes);

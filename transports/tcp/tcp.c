@@ -14,6 +14,7 @@
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "deadline.h"
 #include "param.h"
 #include "tcp.h"
 
@@ -377,13 +378,11 @@ static weftResult_t tcpRecvDone(struct weftConn *c) {
 
 /* ---- Teardown ---- */
 
-/* Why this side closes, as a close record for the peer (weftConnCloseCause); 0 for an
- * orderly close. */
-static int tcpCloseCause(const struct tcpState *s, const struct weftConn *c, struct tcpRecord *r) {
-  char note[TCP_NOTE_BYTES + 1];
-  int reason = weftConnCloseCause(s->comm, c, note, sizeof note);
-  if (reason == 0) return 0;
-  weftTcpRecordEncode(r, (uint32_t)reason, note);
+/* Why this side closes (handed down in c->closeReason, c->closeCause), as a close record for
+ * the peer; 0 for an orderly close. */
+static int tcpCloseCause(const struct weftConn *c, struct tcpRecord *r) {
+  if (c->closeReason == 0 || c->closeCause == NULL) return 0;
+  weftTcpRecordEncode(r, (uint32_t)c->closeReason, c->closeCause);
   return 1;
 }
 
@@ -408,7 +407,7 @@ static weftResult_t tcpClose(struct weftConn *c) {
     return weftSuccess;
   }
   struct tcpRecord record = {.len = 0};
-  int cause = tcpCloseCause(s, c, &record);
+  int cause = tcpCloseCause(c, &record);
   pthread_mutex_lock(&s->lock);
   if (cause) tc->txRecord = record;
   if (tc->dir == WEFT_DIR_SEND) {

@@ -12,6 +12,7 @@
 
 #include "bootstrap.h"
 #include "check.h"
+#include "deadline.h"
 #include "tcp.h"
 
 /* How long an accepted connection may take to prove the secret. */

@@ -16,6 +16,7 @@
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "deadline.h"
 #include "tcp.h"
 
 /* The longest the thread sleeps without a reason to wake: a safety net, not a timer. */

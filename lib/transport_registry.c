@@ -1,0 +1,19 @@
+/* Adding a transport: its folder plus one line here (an algorithm: lib/algo_registry.c). The
+ * list sits just above the transports, with the link code that selects among them. */
+#include "core.h"
+
+extern const struct weftTransportOps weftTransportShm;
+extern const struct weftTransportOps weftTransportTcp;
+
+/* In order of preference: the first that can connect two ranks wins. */
+const struct weftTransportOps *const weftTransports[] = {
+  &weftTransportShm,
+  &weftTransportTcp,
+  NULL,
+};
+
+int weftTransportCount(void) {
+  int n = 0;
+  while (weftTransports[n] != NULL) n++;
+  return n;
+}

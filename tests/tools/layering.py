@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Calls in libweft run one way: from the API down to the leaf services, never back up.
+
+    tests/tools/layering.py [BUILD]          (default build; make check runs it)
+
+Every object of the library (BUILD/X.o for each source X.c of lib/, algorithms/ and
+transports/*/, as the Makefile builds them) belongs to one layer of LAYERS below. From the
+objects' symbol tables (nm) it finds, for each global symbol an object uses, the object that
+defines it, and fails naming every use that runs upward: an object using a function or
+variable of a layer above its own. Uses inside one layer are free. An object that no layer
+claims fails too, so a new file gets its place when it is added. Indirect calls (ops tables,
+hooks a layer above sets, as comm->watchAlgos) are invisible to nm: they are how a lower
+layer reaches up, and the only way.
+"""
+import fnmatch
+import glob
+import os
+import subprocess
+import sys
+
+# Top to bottom; patterns are object paths under BUILD without ".o". docs/architecture.md
+# ("Layers") says what each holds and why it sits where it does.
+LAYERS = [
+    # The entry points and the communicator's life: init, destroy, abort, failure, children.
+    ("api", ["lib/comm", "lib/commfail", "lib/childcomm", "lib/shrink", "lib/split", "lib/grow",
+             "lib/initall", "lib/coll", "lib/collcheck", "lib/collquery", "lib/group", "lib/fuse",
+             "lib/redop", "lib/settings", "lib/version"]),
+    # The choice of an algorithm per call, and the list it chooses from.
+    ("tune", ["lib/tune", "lib/algospec", "lib/algo_registry"]),
+    ("algorithms", ["algorithms/*"]),
+    # Links: transport selection, rings, point-to-point, and the list of transports.
+    ("links", ["lib/connect", "lib/p2p", "lib/p2p_connect", "lib/transport_registry"]),
+    # Steps on a link, the one wait loop, and what lasting waits tell each other.
+    ("prims", ["lib/prims", "lib/sigwatch"]),
+    ("transports", ["transports/*/*"]),
+    # Leaf services that need the bootstrap or shared memory: who is gone, segments.
+    ("services", ["lib/liveness", "lib/shmseg"]),
+    ("bootstrap", ["lib/bootstrap", "lib/boot_*"]),
+    # Leaves: logging, parameters, sockets, clocks, errors, reductions, topology, names, handles.
+    ("base", ["lib/log", "lib/param", "lib/socket", "lib/deadline", "lib/errors", "lib/reduce",
+              "lib/lowfloat", "lib/topo", "lib/collname", "lib/argcheck"]),
+]
+
+DEFINED = set("TDBRVWCGSiu")  # global definitions (weak, common, ifunc, unique included)
+UNDEFINED = set("Uwv")          # uses (weak undefined included)
+
+
+def layer_of(obj):
+    for rank, (name, patterns) in enumerate(LAYERS):
+        if any(fnmatch.fnmatchcase(obj, p) for p in patterns):
+            return rank, name
+    return None
+
+
+# The sources are the Makefile's LIB_SRCS; objects left in BUILD by deleted sources do not count.
+SOURCES = ["lib/*.c", "algorithms/*.c", "transports/*/*.c"]
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def objects(build):
+    found = []
+    for pattern in SOURCES:
+        for src in glob.glob(os.path.join(ROOT, pattern)):
+            obj = os.path.relpath(src, ROOT)[:-2]
+            found.append((obj, os.path.join(build, obj + ".o")))
+    return sorted(found)
+
+
+def symbols(path):
+    out = subprocess.run(["nm", "-P", path], check=True, capture_output=True, text=True).stdout
+    defs, uses = set(), set()
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) < 2:
+            continue
+        name, kind = fields[0], fields[1]
+        if kind in DEFINED:
+            defs.add(name)
+        elif kind in UNDEFINED:
+            uses.add(name)
+    return defs, uses
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    objs = objects(build)
+    missing = [path for _, path in objs if not os.path.exists(path)]
+    if not objs or missing:
+        print(f"layering: objects not built (make first): {' '.join(missing) or 'no sources'}")
+        return 1
+    errors = []
+    definer, used = {}, {}
+    for obj, path in objs:
+        if layer_of(obj) is None:
+            errors.append(f"{obj}.o is in no layer: give it one in LAYERS "
+                          f"({os.path.relpath(os.path.abspath(__file__), ROOT)})")
+        defs, uses = symbols(path)
+        used[obj] = uses
+        for s in defs:
+            definer.setdefault(s, obj)
+    for obj, uses in used.items():
+        mine = layer_of(obj)
+        if mine is None:
+            continue
+        for s in sorted(uses):
+            owner = definer.get(s)
+            if owner is None or owner == obj or layer_of(owner) is None:
+                continue
+            theirs = layer_of(owner)
+            if theirs[0] < mine[0]:
+                errors.append(f"upward: {obj} ({mine[1]}) uses {s} of {owner} ({theirs[1]})")
+    for e in errors:
+        print(e)
+    edges = sum(len(u) for u in used.values())
+    print(f"layering: {len(objs)} objects in {len(LAYERS)} layers, {edges} uses, "
+          f"{len(errors)} violations")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
