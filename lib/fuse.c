@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "errors.h"
 #include "param.h"
 #include "reduce.h"
 
