@@ -1,8 +1,10 @@
-/* Double binary tree AllReduce, for latency-bound sizes at many ranks.
- * How it works: two binary trees span the ranks; tree 1 is tree 0 shifted by one rank, so
- * every rank is interior in at most one tree (in-order trees have interior nodes at odd
- * positions only). Each tree carries half of the buffer. Up pass: leaves send their chunk to
- * their parent; interior ranks receive from their children, add their own and send up; the
+/* Double binary tree: AllReduce, for latency-bound sizes at many ranks, and Broadcast and
+ * Reduce on trees rooted at the call's root (tree_rooted.c says how those work).
+ * The shape: two in-order binary trees span the members; tree 1 is tree 0 shifted by one
+ * member, so every member is interior in at most one tree (in-order trees have interior nodes
+ * at even positions only), and each tree carries half of the buffer.
+ * AllReduce, how it works: the members are the ranks 0..n-1. Up pass: leaves send their chunk
+ * to their parent; interior ranks receive from their children, add their own and send up; the
  * root adds its own and holds the result. Down pass: the root sends the result to its children,
  * interior ranks copy it out and pass it on, leaves copy it out. Both passes are pipelined in
  * chunks, alternating the two trees chunk by chunk.
@@ -26,57 +28,61 @@
 #include "param.h"
 #include "prims.h"
 #include "reduce.h"
-
-#define TREE_MAX_CHILDREN 2
-/* Pipeline unit: data flows one way in each pass, so any size is deadlock-free. */
-#define TREE_CHUNK_BYTES (512 * 1024)
-
-struct treeSide {
-  int parent; /* rank, -1 at the root */
-  int nchildren;
-  int children[TREE_MAX_CHILDREN];
-  struct weftConn upSend, downRecv;                       /* with the parent */
-  struct weftConn upRecv[TREE_MAX_CHILDREN], downSend[TREE_MAX_CHILDREN]; /* with children */
-};
-
-struct treeState {
-  struct treeSide tree[2];
-  int depth;
-  int perHost; /* the most ranks on one host (from the peer table: the same on every rank) */
-  double latencyUs, bandwidthGBs; /* slowest link of either tree, the same on every rank */
-  size_t pieceBytes;               /* smallest slot of any tree link, ditto */
-};
+#include "tree.h"
 
 static int lowBit(int q) { return q & -q; }
 
-/* In-order binary tree over positions 1..n: a position's level is its lowest set bit; its
- * parent is the neighbour at the next level (climbing past positions beyond n). */
-static int parentPos(int q, int n) {
+/* In-order binary tree over positions 1..m: a position's level is its lowest set bit; its
+ * parent is the neighbour at the next level (climbing past positions beyond m). */
+static int parentPos(int q, int m) {
   for (;;) {
     int b = lowBit(q);
     int up = (q / (2 * b)) % 2 == 0 ? q + b : q - b;
-    if (up <= n) return up;
+    if (up <= m) return up;
     q = up;
   }
 }
 
-static int rootPos(int n) {
+static int rootPos(int m) {
   int r = 1;
-  while (r * 2 <= n) r *= 2;
+  while (r * 2 <= m) r *= 2;
   return r;
 }
 
-/* Tree t of n ranks: rank -> position 1..n (tree 1 is shifted by one rank). */
-static int posOf(int rank, int t, int n) { return t == 0 ? rank + 1 : (rank + 1) % n + 1; }
-static int rankAt(int pos, int t, int n) { return t == 0 ? pos - 1 : (pos - 2 + n) % n; }
+/* Tree t of m members: member -> position 1..m (tree 1 is shifted by one member). */
+static int posOf(int v, int t, int m) { return t == 0 ? v + 1 : (v + 1) % m + 1; }
+static int memberAt(int pos, int t, int m) { return t == 0 ? pos - 1 : (pos - 2 + m) % m; }
+
+void weftTreeNodeOf(int v, int t, int m, struct weftTreeNode *node) {
+  int q = posOf(v, t, m), b = lowBit(q);
+  node->parent = q == rootPos(m) ? -1 : memberAt(parentPos(q, m), t, m);
+  node->nchildren = 0;
+  if (b == 1) return; /* odd positions are leaves */
+  node->children[node->nchildren++] = memberAt(q - b / 2, t, m);
+  /* the right child: q + b/2, or where that is past m the first of q + b/4, ..., q + 1 that
+   * is not (a position past m hands its subtree to its parent) */
+  for (int h = b / 2; h >= 1; h /= 2)
+    if (q + h <= m) {
+      node->children[node->nchildren++] = memberAt(q + h, t, m);
+      break;
+    }
+}
+
+int weftTreeRootOf(int t, int m) { return memberAt(rootPos(m), t, m); }
+
+/* Position 1 is k hops below the root 2^k, the deepest any position can be. */
+int weftTreeHeight(int m) {
+  int h = 0;
+  while ((2 << h) <= m) h++;
+  return h;
+}
 
 static void buildSide(struct treeSide *s, int rank, int t, int n) {
-  int q = posOf(rank, t, n);
-  s->parent = q == rootPos(n) ? -1 : rankAt(parentPos(q, n), t, n);
-  s->nchildren = 0;
-  for (int c = 1; c <= n; c++)
-    if (c != rootPos(n) && c != q && parentPos(c, n) == q && s->nchildren < TREE_MAX_CHILDREN)
-      s->children[s->nchildren++] = rankAt(c, t, n);
+  struct weftTreeNode node;
+  weftTreeNodeOf(rank, t, n, &node);
+  s->parent = node.parent;
+  s->nchildren = node.nchildren;
+  memcpy(s->children, node.children, sizeof s->children);
 }
 
 static int addSideLinks(struct treeSide *s, int tag, struct weftLinkReq *reqs) {
@@ -109,6 +115,14 @@ static weftResult_t agreeOnCaps(struct weftComm *comm, struct treeState *s) {
   s->latencyUs = sum.latencyUs;
   s->bandwidthGBs = sum.bandwidthGBs;
   s->pieceBytes = sum.slotBytes;
+  /* The rooted trees' links are made by the rule every link is (the first transport that can
+   * connect the two ranks), and the ring has a link of each kind a pair can be: within a host
+   * wherever a host has two ranks, between hosts wherever there are two hosts. So the smallest
+   * slot of the ring and the trees, which every rank agreed on, fits every rooted link
+   * (tree_rooted.c checks it when a link comes up). */
+  s->rootedPieceBytes = s->pieceBytes;
+  if (comm->ring.pieceBytes > 0 && comm->ring.pieceBytes < s->rootedPieceBytes)
+    s->rootedPieceBytes = comm->ring.pieceBytes;
   return weftSuccess;
 }
 
@@ -127,6 +141,7 @@ static weftResult_t treeInit(struct weftComm *comm, void **state, char *why, siz
     k += addSideLinks(&s->tree[t], t == 0 ? WEFT_TAG_TREE0 : WEFT_TAG_TREE1, reqs + k);
   }
   for (s->depth = 0; (1 << s->depth) <= comm->nranks; s->depth++) {}
+  s->rootedHops = comm->nranks > 1 ? 1 + weftTreeHeight(comm->nranks - 1) : 0;
   for (int r = 0; r < comm->nranks; r++) {
     int here = 0;
     for (int q = 0; q < comm->nranks; q++) here += comm->peers[q].hostHash == comm->peers[r].hostHash;
@@ -199,11 +214,19 @@ static weftResult_t treeAllReduce(void *state, struct weftComm *comm, const stru
 }
 
 static double treeCost(void *state, const struct weftComm *comm, const struct weftCollArgs *args) {
-  size_t count = args->count, bytes = args->bytes;
-  (void)count;
   const struct treeState *s = state;
+  if (args->coll != weftCollAllReduce) return weftTreeRootedCost(s, comm, args);
+  size_t bytes = args->bytes;
   double stepUs = s->latencyUs + 0.3 * (comm->oversubscribed ? 4 : 1);
   return 2.0 * (s->depth - 1) * stepUs + 2.0 * s->perHost * (double)bytes / (s->bandwidthGBs * 1e3);
+}
+
+static weftResult_t treeRun(void *state, struct weftComm *comm, const struct weftCollArgs *a) {
+  switch (a->coll) {
+    case weftCollBroadcast: return weftTreeBroadcast(state, comm, a);
+    case weftCollReduce: return weftTreeReduce(state, comm, a);
+    default: return treeAllReduce(state, comm, a);
+  }
 }
 
 static weftResult_t treeFinalize(void *state) {
@@ -223,9 +246,10 @@ static weftResult_t treeFinalize(void *state) {
 const struct weftAlgoOps weftAlgoTree = {
   .size = sizeof(struct weftAlgoOps),
   .name = "tree",
-  .colls = WEFT_COLL_BIT(weftCollAllReduce),
+  .colls = WEFT_COLL_BIT(weftCollAllReduce) | WEFT_COLL_BIT(weftCollBroadcast) |
+           WEFT_COLL_BIT(weftCollReduce),
   .init = treeInit,
   .cost = treeCost,
-  .run = treeAllReduce,
+  .run = treeRun,
   .finalize = treeFinalize,
 };

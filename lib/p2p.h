@@ -47,6 +47,16 @@ weftResult_t weftP2pRun(struct weftComm *comm, struct weftP2pOp *ops, int n);
  * receive): weftInvalidUsage, and the communicator stays usable. */
 weftResult_t weftP2pCheck(struct weftComm *comm, struct weftP2pOp *ops, int n);
 
+/* The links of a schedule that runs on these links (the tree's rooted Broadcast and Reduce,
+ * algorithms/tree_rooted.c): conns[i] is the link with peers[i] (never this rank), its
+ * sending end where isSend[i], else its receiving end. Those not up yet are made as a first
+ * transfer makes them (pairwise: the rank at the other end must ask for the same link at the
+ * same point of its calls); a peer may appear more than once. The links stay up, shared with
+ * Send/Recv and the pairwise collectives: transfers on a link run in call order whoever makes
+ * them, and every slot carries the link's slot number (conn->slotSeq), which all of them keep. */
+weftResult_t weftP2pLinks(struct weftComm *comm, const int *peers, const int *isSend, int n,
+                          struct weftConn **conns);
+
 /* Closes and frees every p2p link of comm (destroy, or a failure that closes links). */
 void weftP2pClose(struct weftComm *comm);
 

@@ -149,6 +149,23 @@ weftResult_t weftP2pConnect(struct weftComm *comm, const struct weftP2pOp *ops, 
   return rc;
 }
 
+weftResult_t weftP2pLinks(struct weftComm *comm, const int *peers, const int *isSend, int n,
+                          struct weftConn **conns) {
+  WEFTCHECK(linksAlloc(comm));
+  int missing = 0;
+  for (int i = 0; i < n; i++) missing |= !linkOf(comm, isSend[i], peers[i])->up;
+  if (missing) { /* the connection needs transfers to ask for: one element each */
+    struct weftP2pOp *ops = calloc((size_t)n, sizeof *ops);
+    if (ops == NULL) return weftSetError(weftSystemError, "out of memory");
+    for (int i = 0; i < n; i++) ops[i] = (struct weftP2pOp){.isSend = isSend[i], .peer = peers[i], .count = 1};
+    weftResult_t rc = weftP2pConnect(comm, ops, n);
+    free(ops);
+    WEFTCHECK(rc);
+  }
+  for (int i = 0; i < n; i++) conns[i] = &linkOf(comm, isSend[i], peers[i])->conn;
+  return weftSuccess;
+}
+
 void weftP2pClose(struct weftComm *comm) {
   struct weftP2pLinks *l = comm->p2p;
   if (l == NULL) return;

@@ -126,6 +126,53 @@ Test(collectives, direct_procs_3_cma) { directEveryColl(3, 1, DIRECT_CMA, 1); }
 Test(collectives, direct_procs_4_cma) { directEveryColl(4, 1, DIRECT_CMA, 0); }
 Test(collectives, direct_mixed_2x2_cma) { directEveryColl(2, 2, DIRECT_CMA, 0); }
 
+/* ---- the tree's rooted Broadcast and Reduce ----
+ * WEFT_ALGO=broadcast:tree;reduce:tree, every root, on 4, 6 and 8 ranks (threads, mixed,
+ * processes, 4 emulated hosts x 2 where most tree links are tcp; the matrix above covers 1-5
+ * ranks with the first, last and middle root, which is every root up to 3), every op, every
+ * type on 4 ranks and one of each size on more, on small counts; with 4 KiB slots, so that the
+ * counts cross many pieces, and one count whose halves pass TREE_CHUNK_BYTES (512 KiB), so
+ * the two trees alternate chunks. */
+static const size_t treeCounts[] = {0, 1, 2, 7, 1021, 40009};
+static const size_t treeLongCount[] = {300007};
+static const weftDataType_t treeLongTypes[] = {weftFloat32};
+/* One type of each size, for the larger shapes. */
+static const weftDataType_t treeTypes[] = {weftFloat8e4m3, weftBfloat16, weftFloat32, weftUint64};
+
+static long treeBody(weftComm_t comm, int rank, int n, void *arg) {
+  int fullTypes = *(const int *)arg;
+  long failures = 0;
+  for (int c = 0; c < 2; c++) {
+    weftColl_t coll = c == 0 ? weftCollBroadcast : weftCollReduce;
+    struct matrix small = {coll, treeCounts, 6, fullTypes ? allTypes : treeTypes,
+                           fullTypes ? 12 : 4, 1};
+    struct matrix lengthy = {coll, treeLongCount, 1, treeLongTypes, 1, 1};
+    failures += matrixBody(comm, rank, n, &small) + matrixBody(comm, rank, n, &lengthy);
+  }
+  return failures;
+}
+
+static void treeEveryRoot(int hosts, int procs, int threads, int fullTypes) {
+  setenv("WEFT_ALGO", "broadcast:tree;reduce:tree", 1);
+  setenv("WEFT_SHM_SLOT_BYTES", "4096", 1);
+  setenv("WEFT_TCP_SLOT_BYTES", "4096", 1);
+  long failures = hosts > 0 ? runRanksOnHosts(hosts, procs, treeBody, &fullTypes, 600)
+                            : runRanks(procs, threads, treeBody, &fullTypes, 600);
+  unsetenv("WEFT_ALGO");
+  unsetenv("WEFT_SHM_SLOT_BYTES");
+  unsetenv("WEFT_TCP_SLOT_BYTES");
+  cr_expect_eq(failures, 0, "%ld failures with %d host(s) x %d x %d ranks, WEFT_ALGO=tree",
+               failures, hosts > 0 ? hosts : 1, procs, threads);
+  char names[512];
+  int left = segmentsLeft(names, sizeof names);
+  cr_expect_eq(left, 0, "%d weft segments left in /dev/shm:%s", left, names);
+}
+
+Test(collectives, tree_threads_4) { treeEveryRoot(0, 1, 4, 1); }
+Test(collectives, tree_procs_8) { treeEveryRoot(0, 8, 1, 0); }
+Test(collectives, tree_mixed_2x3) { treeEveryRoot(0, 2, 3, 0); }
+Test(collectives, tree_hosts_4x2) { treeEveryRoot(4, 2, 1, 0); }
+
 /* Arguments each collective refuses, with its own message. */
 static long refusalsBody(weftComm_t comm, int rank, int n, void *arg) {
   (void)arg;

@@ -1,6 +1,7 @@
 /* Faults, ranks as forked processes: a rank killed (SIGKILL) in the middle of a loop of
  * AllReduces (direct, ring over shm, ring over tcp, tree on one host; ring, tree and hier on
- * two emulated hosts): every survivor gets weftRemoteError naming the dead rank, and where it
+ * two emulated hosts), of Send/Recv and AlltoAll, or of the tree's Broadcasts and Reduces
+ * from every root in turn (one host, two emulated hosts): every survivor gets weftRemoteError naming the dead rank, and where it
  * can see the victim's process (same host) its pid and host; a rank stopped (SIGSTOP):
  * weftTimeout naming it, and the flight recorder's dump; mismatched collectives fail on every
  * rank with weftInvalidUsage, both signatures, and no data combined.
@@ -45,7 +46,7 @@ struct rankReport {
   char sig[96];           /* mismatch: this rank's call, as the library's message writes it */
   char msg[1024];
 };
-enum mode { MODE_LOOP, MODE_LOOP_SENDRECV, MODE_LOOP_ALLTOALL, MODE_MISMATCH_COUNT, MODE_MISMATCH_TYPE, MODE_MISMATCH_OP, MODE_MISMATCH_ALGO };
+enum mode { MODE_LOOP, MODE_LOOP_SENDRECV, MODE_LOOP_ALLTOALL, MODE_LOOP_BROADCAST, MODE_LOOP_REDUCE, MODE_MISMATCH_COUNT, MODE_MISMATCH_TYPE, MODE_MISMATCH_OP, MODE_MISMATCH_ALGO };
 
 struct shared {
   struct rankReport r[MAX_RANKS];
@@ -57,12 +58,17 @@ struct shared {
 #define MAX_COUNT 131072
 #define UNTOUCHED 0x7fa5a5a5u /* a NaN no reduction produces */
 
-/* One call of the loop: an AllReduce, a grouped Send/Recv ring, or an AlltoAll. */
-static weftResult_t loopCall(weftComm_t comm, enum mode mode, float *in, float *out, size_t count) {
+/* Call iter of the loop: an AllReduce, a grouped Send/Recv ring, an AlltoAll, or a Broadcast
+ * or Reduce from each root in turn (the tree makes a root's links at its first call). */
+static weftResult_t loopCall(weftComm_t comm, enum mode mode, float *in, float *out, size_t count,
+                             long iter) {
   int rank = 0, n = 1;
   weftCommUserRank(comm, &rank);
   weftCommCount(comm, &n);
   if (mode == MODE_LOOP_ALLTOALL) return weftAlltoAll(in, out, count, weftFloat32, comm, NULL);
+  if (mode == MODE_LOOP_BROADCAST) return weftBroadcast(in, out, count, weftFloat32, (int)(iter % n), comm, NULL);
+  if (mode == MODE_LOOP_REDUCE)
+    return weftReduce(in, out, count, weftFloat32, weftSum, (int)(iter % n), comm, NULL);
   if (mode != MODE_LOOP_SENDRECV) return weftAllReduce(in, out, count, weftFloat32, weftSum, comm, NULL);
   weftGroupStart();
   weftSend(in, count * 64, weftFloat32, (rank + 1) % n, comm, NULL);
@@ -74,7 +80,7 @@ static void loop(struct rankReport *me, weftComm_t comm, float *in, float *out, 
   weftResult_t rc = weftSuccess;
   for (int64_t end = nowMs() + 20000; rc == weftSuccess && nowMs() < end; me->iters++) {
     size_t count = 1 + (size_t)(me->iters % 1024);
-    rc = loopCall(comm, mode, in, out, count);
+    rc = loopCall(comm, mode, in, out, count, me->iters);
   }
   me->rc = rc;
 }
@@ -128,7 +134,7 @@ static void rankProcess(struct shared *sh, weftUniqueId id, int rank, int nranks
   float *in = malloc(MAX_COUNT * sizeof *in), *out = malloc(MAX_COUNT * sizeof *out);
   for (int i = 0; i < MAX_COUNT; i++) in[i] = (float)rank;
   me->started = 1;
-  if (mode <= MODE_LOOP_ALLTOALL) loop(me, comm, in, out, mode);
+  if (mode <= MODE_LOOP_REDUCE) loop(me, comm, in, out, mode);
   else mismatchedCall(me, comm, in, out, mode, rank);
   me->atMs = nowMs();
   snprintf(me->msg, sizeof me->msg, "%s", weftGetLastError(comm));
@@ -224,7 +230,7 @@ static void killOneIn(int nranks, int perHost, const char *algo, const char *tra
   kill(run.pids[victim], SIGKILL); /* not reaped until the end: survivors see a zombie */
   finish(&run, victim, DETECT_BOUND_MS + 5000);
   char what[96];
-  static const char *const loops[] = {"AllReduce", "Send/Recv", "AlltoAll"};
+  static const char *const loops[] = {"AllReduce", "Send/Recv", "AlltoAll", "Broadcast", "Reduce"};
   snprintf(what, sizeof what, "%s %s%s%s, %d per host, seed %u", loops[mode], algo ? algo : "tuner", transports ? " over " : "",
            transports ? transports : "", perHost ? perHost : nranks, seed);
   for (int r = 0; r < nranks; r++) {
@@ -263,6 +269,11 @@ Test(dead_peer, sendrecv_4) { killOneIn(4, 0, NULL, NULL, MODE_LOOP_SENDRECV); }
 Test(dead_peer, sendrecv_2x2) { killOneIn(4, 2, NULL, NULL, MODE_LOOP_SENDRECV); }
 Test(dead_peer, alltoall_4) { killOneIn(4, 0, NULL, NULL, MODE_LOOP_ALLTOALL); }
 Test(dead_peer, alltoall_2x2) { killOneIn(4, 2, NULL, NULL, MODE_LOOP_ALLTOALL); }
+/* The tree's rooted Broadcast and Reduce (point-to-point links), every root in turn. */
+Test(dead_peer, tree_broadcast_4) { killOneIn(4, 0, "broadcast:tree", NULL, MODE_LOOP_BROADCAST); }
+Test(dead_peer, tree_broadcast_2x2) { killOneIn(4, 2, "broadcast:tree", NULL, MODE_LOOP_BROADCAST); }
+Test(dead_peer, tree_reduce_4) { killOneIn(4, 0, "reduce:tree", NULL, MODE_LOOP_REDUCE); }
+Test(dead_peer, tree_reduce_2x2) { killOneIn(4, 2, "reduce:tree", NULL, MODE_LOOP_REDUCE); }
 
 /* A stopped rank: the others time out after WEFT_TIMEOUT_MS (1.5 s), not before, naming it;
  * well within 10 x the timeout. */
