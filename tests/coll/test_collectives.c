@@ -144,10 +144,10 @@ static long treeBody(weftComm_t comm, int rank, int n, void *arg) {
   long failures = 0;
   for (int c = 0; c < 2; c++) {
     weftColl_t coll = c == 0 ? weftCollBroadcast : weftCollReduce;
-    struct matrix small = {coll, treeCounts, 6, fullTypes ? allTypes : treeTypes,
+    struct collSweep small = {coll, treeCounts, 6, fullTypes ? allTypes : treeTypes,
                            fullTypes ? 12 : 4, 1};
-    struct matrix lengthy = {coll, treeLongCount, 1, treeLongTypes, 1, 1};
-    failures += matrixBody(comm, rank, n, &small) + matrixBody(comm, rank, n, &lengthy);
+    struct collSweep lengthy = {coll, treeLongCount, 1, treeLongTypes, 1, 1};
+    failures += collSweepBody(comm, rank, n, &small) + collSweepBody(comm, rank, n, &lengthy);
   }
   return failures;
 }
