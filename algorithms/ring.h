@@ -19,6 +19,11 @@ weftResult_t weftRingReduceScatterSlices(struct weftPrims *p, struct weftRing *r
                                          size_t sliceElems, size_t maxChunk);
 weftResult_t weftRingAllGatherSlices(struct weftPrims *p, struct weftRing *ring, void *recv,
                                      size_t count, size_t sliceElems, size_t maxChunk);
+/* AllGather of parts placed by rank: recv holds nparts parts of partCount elements, and the
+ * member at ring position i starts with part order[i] (its rank's); afterwards every member
+ * holds the parts of every member (the ranks of the ring need not be contiguous). */
+weftResult_t weftRingAllGatherParts(struct weftPrims *p, struct weftRing *ring, void *recv,
+                                    size_t partCount, size_t nparts, size_t maxChunk);
 /* Predicted microseconds of an AllReduce of count elements (bytes in all) over ring. */
 double weftRingCost(const struct weftComm *comm, const struct weftRing *ring, size_t count,
                     size_t bytes);
