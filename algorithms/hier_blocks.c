@@ -187,13 +187,15 @@ static double blockCost(const struct hierState *s, const struct weftComm *comm, 
 double weftHierAllGatherCost(const struct hierState *s, const struct weftComm *comm, size_t bytes) {
   int m = s->L.maxSize;
   double first = (m - 1) * (double)bytes / (s->localBandwidthGBs * 1e3);
-  return first + blockCost(s, comm, bytes, 2 * (m - 1), (double)(s->L.nranks - s->L.minSize));
+  double down = m > 1 ? (double)(s->L.nranks - s->L.minSize) : 0;
+  return first + blockCost(s, comm, bytes, 2 * (m - 1), down);
 }
 
 /* The chain up carries every part (n parts through the leader's link), alongside the
- * network; the own block comes back down ((m-1) hops). */
+ * network; the own block comes back down ((m-1) hops). With one rank per host there is no
+ * chain: the ring's schedule, and its cost. */
 double weftHierReduceScatterCost(const struct hierState *s, const struct weftComm *comm,
                                  size_t bytes) {
   int m = s->L.maxSize;
-  return blockCost(s, comm, bytes, 2 * (m - 1), (double)s->L.nranks);
+  return blockCost(s, comm, bytes, 2 * (m - 1), m > 1 ? (double)s->L.nranks : 0);
 }
