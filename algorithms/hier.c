@@ -40,11 +40,9 @@ static weftResult_t buildRings(struct weftComm *comm, struct hierState *s) {
     rc = weftSetError(weftSystemError, "out of memory");
     goto out;
   }
-  int nl = 0, ni = 0;
-  for (int r = 0; r < L->nranks; r++) {
-    if (L->hostOf[r] == k) local[nl++] = r;
-    if (L->localIndex[r] == (s->slices ? li : 0)) inter[ni++] = r;
-  }
+  int nl = L->size[k], ni = L->h;
+  memcpy(local, L->byHost + L->hostFirst[k], sizeof(int) * (size_t)nl);
+  for (int j = 0; j < L->h; j++) inter[j] = L->byHost[L->hostFirst[j] + (s->slices ? li : 0)];
   if (!s->slices && li != 0) inter[0] = me, ni = 1;
   WEFTCHECKGOTO(weftRingSetup(comm, &s->local, local, nl, WEFT_TAG_LOCAL_RING), rc, out);
   WEFTCHECKGOTO(weftRingSetup(comm, &s->inter, inter, ni, WEFT_TAG_INTER_RING), rc, out);

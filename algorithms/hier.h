@@ -24,6 +24,8 @@ struct hierLayout {
   int *localIndex; /* rank -> its index among its host's ranks, ascending */
   int *size;       /* host -> its number of ranks */
   int *leader;     /* host -> its first rank */
+  int *byHost;     /* every rank, host after host, ascending within a host */
+  int *hostFirst;  /* host -> the index in byHost of its first rank */
   int *runStart;   /* host -> its first run in runs[]; runStart[h] = runs in all */
   struct hierRun *runs; /* each host's ranks as runs of consecutive ranks, ascending */
   int minSize, maxSize;
@@ -56,9 +58,10 @@ int weftHierWindowSegs(const struct hierLayout *L, const struct hierCut *cut, in
 struct hierState {
   struct hierLayout L;
   struct weftRing local; /* the ranks of my host, ascending (a ring of one on a host of one) */
-  /* Across hosts: on layouts where every host holds m >= 2 ranks, the ranks with my local
-   * index (the AllReduce's slices); elsewhere the hosts' leaders, and a ring of myself on the
-   * other ranks. Either way a leader's is the ring of the leaders. */
+  /* Across hosts, one rank per host in host order: on layouts where every host holds m >= 2
+   * ranks, the ranks with my local index (the AllReduce's slices); elsewhere the hosts'
+   * leaders, and a ring of myself on the other ranks. Either way a leader's is the ring of the
+   * leaders. */
   struct weftRing inter;
   int slices; /* the AllReduce over slices runs here (the same m >= 2 on every host) */
   /* The other schedules mix local and inter-host links in one step, so they cut every link at

@@ -80,8 +80,8 @@ weftResult_t weftHierAllGather(struct hierState *s, struct weftComm *comm,
     struct weftPrims p;
     struct weftConn *send = &s->local.send, *recv = &s->local.recv;
     weftHierPrims(&p, comm, s, &send, 1, &recv, 1, a);
-    WEFTCHECK(weftRingAllGatherParts(&p, &s->local, a->recvbuff, a->count, (size_t)comm->nranks,
-                                     weftRingMaxChunk(&p)));
+    struct weftRingParts host = {a->count, (size_t)comm->nranks, s->local.order};
+    WEFTCHECK(weftRingAllGatherParts(&p, &s->local, a->recvbuff, &host, weftRingMaxChunk(&p)));
   }
   struct hierCut cut = cutFor(s, a);
   size_t loops = loopsFor(L, &cut);

@@ -11,6 +11,8 @@ void weftHierLayoutFree(struct hierLayout *L) {
   free(L->localIndex);
   free(L->size);
   free(L->leader);
+  free(L->byHost);
+  free(L->hostFirst);
   free(L->runStart);
   free(L->runs);
   memset(L, 0, sizeof *L);
@@ -30,13 +32,15 @@ static void numberHosts(const struct weftComm *comm, struct hierLayout *L, uint6
   }
 }
 
-/* Each host's ranks as runs of consecutive ranks, host after host. */
-static void findRuns(struct hierLayout *L) {
-  int nruns = 0;
+/* Each host's ranks, and its runs of consecutive ranks, host after host. */
+static void groupByHost(struct hierLayout *L) {
+  int nruns = 0, placed = 0;
   for (int k = 0; k < L->h; k++) {
     L->runStart[k] = nruns;
+    L->hostFirst[k] = placed;
     for (int r = 0; r < L->nranks; r++) {
       if (L->hostOf[r] != k) continue;
+      L->byHost[placed++] = r;
       if (r > 0 && L->hostOf[r - 1] == k) L->runs[nruns - 1].nparts++;
       else L->runs[nruns++] = (struct hierRun){r, 1};
     }
@@ -54,16 +58,18 @@ weftResult_t weftHierLayoutInit(const struct weftComm *comm, struct hierLayout *
   L->leader = malloc(sizeof(int) * (size_t)n);
   L->runStart = malloc(sizeof(int) * (size_t)(n + 1));
   L->runs = malloc(sizeof(struct hierRun) * (size_t)n);
+  L->byHost = malloc(sizeof(int) * (size_t)n);
+  L->hostFirst = malloc(sizeof(int) * (size_t)n);
   uint64_t *hashes = malloc(sizeof(uint64_t) * (size_t)n);
   if (!L->hostOf || !L->localIndex || !L->size || !L->leader || !L->runStart || !L->runs ||
-      !hashes) {
+      !L->byHost || !L->hostFirst || !hashes) {
     free(hashes);
     weftHierLayoutFree(L);
     return weftSetError(weftSystemError, "out of memory");
   }
   numberHosts(comm, L, hashes);
   free(hashes);
-  findRuns(L);
+  groupByHost(L);
   L->minSize = L->maxSize = L->size[0];
   for (int k = 1; k < L->h; k++) {
     if (L->size[k] < L->minSize) L->minSize = L->size[k];
