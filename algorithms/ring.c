@@ -142,6 +142,29 @@ weftResult_t weftRingAllGatherSlices(struct weftPrims *p, struct weftRing *ring,
   return weftSuccess;
 }
 
+weftResult_t weftRingAllGatherParts(struct weftPrims *p, struct weftRing *ring, void *recv,
+                                    const struct weftRingParts *parts, size_t maxChunk) {
+  size_t total = parts->nparts * parts->partCount;
+  for (size_t off = 0; off < parts->partCount; off += maxChunk) {
+    struct ringLoop l = {total, off, maxChunk, parts->partCount, ring->n, parts->order};
+    WEFTCHECK(allGatherLoop(p, &l, ring->index, recv));
+  }
+  return weftSuccess;
+}
+
+weftResult_t weftRingReduceScatterParts(struct weftPrims *p, struct weftRing *ring,
+                                        const void *send, void *recv,
+                                        const struct weftRingParts *parts, size_t maxChunk,
+                                        int final) {
+  size_t total = parts->nparts * parts->partCount;
+  for (size_t off = 0; off < parts->partCount; off += maxChunk) {
+    struct ringLoop l = {total, off, maxChunk, parts->partCount, ring->n, parts->order};
+    char *out = (char *)recv + off * p->typeSize;
+    WEFTCHECK(reduceScatterLoop(p, &l, ring->index, send, out, final));
+  }
+  return weftSuccess;
+}
+
 /* With fewer elements than members, chunks are 1 element and only `count` of the n carry any:
  * an empty chunk sends no message, so a rank handles count/n of the steps' messages. Measured
  * on 4 hosts x 2 (8 B = 2 floats): the ring took 0.64x the tree's time, whose 6 hops all carry
@@ -246,12 +269,8 @@ static weftResult_t ringAllGather(struct weftComm *comm, struct weftRing *ring,
   if (ring->n == 1) return weftSuccess;
   struct weftPrims p;
   ringPrims(&p, comm, ring, a);
-  size_t maxChunk = weftRingMaxChunk(&p), total = (size_t)ring->n * a->count;
-  for (size_t off = 0; off < a->count; off += maxChunk) {
-    struct ringLoop l = {total, off, maxChunk, a->count, ring->n, ring->order};
-    WEFTCHECK(allGatherLoop(&p, &l, ring->index, recv));
-  }
-  return weftSuccess;
+  struct weftRingParts parts = {a->count, (size_t)comm->nranks, ring->order};
+  return weftRingAllGatherParts(&p, ring, recv, &parts, weftRingMaxChunk(&p));
 }
 
 /* ReduceScatter: sendbuff is n slices of count; slice r is reduced around the ring so that it
@@ -264,13 +283,9 @@ static weftResult_t ringReduceScatter(struct weftComm *comm, struct weftRing *ri
   }
   struct weftPrims p;
   ringPrims(&p, comm, ring, a);
-  size_t maxChunk = weftRingMaxChunk(&p), total = (size_t)ring->n * a->count;
-  for (size_t off = 0; off < a->count; off += maxChunk) {
-    struct ringLoop l = {total, off, maxChunk, a->count, ring->n, ring->order};
-    char *out = (char *)a->recvbuff + off * p.typeSize;
-    WEFTCHECK(reduceScatterLoop(&p, &l, ring->index, a->sendbuff, out, 1));
-  }
-  return weftSuccess;
+  struct weftRingParts parts = {a->count, (size_t)ring->n, ring->order};
+  return weftRingReduceScatterParts(&p, ring, a->sendbuff, a->recvbuff, &parts,
+                                    weftRingMaxChunk(&p), 1);
 }
 
 static weftResult_t ringRun(void *state, struct weftComm *comm, const struct weftCollArgs *a) {

@@ -19,6 +19,23 @@ weftResult_t weftRingReduceScatterSlices(struct weftPrims *p, struct weftRing *r
                                          size_t sliceElems, size_t maxChunk);
 weftResult_t weftRingAllGatherSlices(struct weftPrims *p, struct weftRing *ring, void *recv,
                                      size_t count, size_t sliceElems, size_t maxChunk);
+/* Buffers of nparts parts of partCount elements each (AllGather's output, ReduceScatter's
+ * input, parts placed by rank); the member at ring position i handles part order[i] (part i
+ * when order is NULL). The ring's ranks need not be contiguous. */
+struct weftRingParts {
+  size_t partCount, nparts;
+  const int *order;
+};
+/* AllGather: position i starts with its part in recv; afterwards every member holds the part
+ * of every position. */
+weftResult_t weftRingAllGatherParts(struct weftPrims *p, struct weftRing *ring, void *recv,
+                                    const struct weftRingParts *parts, size_t maxChunk);
+/* ReduceScatter: position i gets the reduction of part order[i] over the members' send, in
+ * recv (partCount elements), made final (divided, for avg) when `final`. */
+weftResult_t weftRingReduceScatterParts(struct weftPrims *p, struct weftRing *ring,
+                                        const void *send, void *recv,
+                                        const struct weftRingParts *parts, size_t maxChunk,
+                                        int final);
 /* Predicted microseconds of an AllReduce of count elements (bytes in all) over ring. */
 double weftRingCost(const struct weftComm *comm, const struct weftRing *ring, size_t count,
                     size_t bytes);

@@ -7,14 +7,17 @@
 #   bench/multihost.sh pair  [-s SHAPE] [-R N] [-t S]    2 hosts x 1 rank, 64 MiB .. 256 MiB:
 #       raw TCP (iperf3 -P 4, one way and --bidir), weft ring over tcp, Open MPI over btl tcp
 #   bench/multihost.sh grid  [-s SHAPE] [-R N] [-t S]    4 hosts x 2 ranks, 8 B .. 256 MiB by 4:
-#       WEFT_ALGO=ring, tree, hier, and the tuner's choice (allreduce_perf -A 1)
+#       WEFT_ALGO=ring, tree, hier, and the tuner's choice (allreduce_perf -A 1; -c another)
 #   -s SHAPE   cluster.sh shaping (default "--rate 2gbit": tbf, as this kernel has no netem)
 #   -R N       repetitions, interleaved so load drifts hit every variant alike (default 3)
 #   -t S       timeout of one job in seconds (default 300)
 #   -k DIR     where the raw outputs go (default /tmp/weft-multihost.<pid>, kept); runs into a
 #              DIR that already holds outputs add to them (the medians take every run there)
 #   -a ALGOS   grid: the variants (default "ring tree hier auto"; auto = no WEFT_ALGO)
+#   -c COLL    grid: the collective, as its benchmark's name: allreduce (default), broadcast,
+#              reduce, all_gather, reduce_scatter (COLL_perf; sizes are its -b/-e sizes)
 #   -p PARTS   grid: "small" (8 B .. 1 MiB, -n 100) and/or "large" (4 MiB .. 256 MiB, -n 4)
+#   -e SIZE    grid: the largest size (default 256M)
 #   -T         no runs: print the tables of the outputs already in -k DIR
 # Prints medians as markdown tables (allreduce_perf's out-of-place time and busbw).
 # Environment: BENCH_DIR (default build/bench); WEFT_* reach every rank.
@@ -27,17 +30,20 @@ BENCH=$(cd "${BENCH_DIR:-$ROOT/build/bench}" && pwd) || exit 1
 mode=${1:-}
 [ $# -gt 0 ] && shift
 shape="--rate 2gbit" reps=3 limit=300 keep=/tmp/weft-multihost.$$ algos="ring tree hier auto" parts="small large"
+coll=allreduce largest=256M
 tablesOnly=0
-while getopts "s:R:t:k:a:p:T" opt; do
+while getopts "s:R:t:k:a:p:c:e:T" opt; do
   case $opt in
     s) shape=$OPTARG ;; R) reps=$OPTARG ;; t) limit=$OPTARG ;; k) keep=$OPTARG ;; a) algos=$OPTARG ;; p) parts=$OPTARG ;; T) tablesOnly=1 ;;
+    c) coll=$OPTARG ;; e) largest=$OPTARG ;;
     *) sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 case $mode in pair) nh=2 k=1 ;; grid) nh=4 k=2 ;; *) echo "usage: $0 pair|grid [-s SHAPE] [-R N] [-t S] [-k DIR]" >&2; exit 2 ;; esac
 mkdir -p "$keep/bin" || exit 1
 # A private copy of the binaries: a concurrent rebuild must not swap them mid-run.
-cp "$BENCH/allreduce_perf" "$BENCH/mpi_allreduce_perf" "$keep/bin/" || exit 1
+if [ "$mode" = pair ]; then bins=(allreduce_perf mpi_allreduce_perf); else bins=("${coll}_perf"); fi
+for b in "${bins[@]}"; do cp "$BENCH/$b" "$keep/bin/" || exit 1; done
 BENCH=$keep/bin
 PREFIX=wmh$$
 up=0
@@ -119,7 +125,7 @@ if [ "$mode" = pair ]; then
     awk -v raw="$bidir" '{ w = $1 / $2 / 1e3; m = $1 / $3 / 1e3
       printf "%s %.3f %.3f %.0f%% %.2f\n", $1, w, m, 100 * w / (raw / 8), w / m }' | human | sed 's/|/ | /g; s/^/| /; s/$/ |/'
 else
-  flags=(-b 8 -e 256M -f 4 -c 0)
+  flags=(-b 8 -e "$largest" -f 4 -c 0)
   small=(-e 1M -n 100 -w 10)
   large=(-b 4M -n 4 -w 1)
   for ((r = 1; r <= reps; r++)); do
@@ -128,16 +134,29 @@ else
       [ $a = auto ] || env=(-x WEFT_ALGO=$a)
       for part in $parts; do
         [ $part = small ] && sizes=("${small[@]}") || sizes=("${large[@]}")
-        job "$a.$part.$$.$r" "${env[@]}" "$BENCH/allreduce_perf" "${flags[@]}" "${sizes[@]}" -A 1
+        job "$a.$part.$$.$r" "${env[@]}" "$BENCH/${coll}_perf" "${flags[@]}" "${sizes[@]}" -A 1
       done
     done
   done
   # the tuner's choice per size (the same in every run: it is a pure function of the size)
   algo() { awk '(NF == 14) && $1 ~ /^[0-9]+$/ { print $1, $14 }' "$keep"/auto.* | sort -n -u; }
-  echo "| size | ring (us) | tree (us) | hier (us) | tuner (us) | tuner's choice | best forced | tuner / best |"
-  echo "|-----:|----------:|----------:|----------:|-----------:|:---------------|:------------|-------------:|"
-  join --nocheck-order <(medians 6 "$keep"/ring.* | sort -n) <(medians 6 "$keep"/tree.* | sort -n) | join --nocheck-order - <(medians 6 "$keep"/hier.* | sort -n) |
-    join --nocheck-order - <(medians 6 "$keep"/auto.* | sort -n) | join --nocheck-order - <(algo) | sort -n |
-    awk '{ b = $2; n = "ring"; if ($3 < b) { b = $3; n = "tree" } if ($4 < b) { b = $4; n = "hier" }
-           printf "%s %s %s %s %s %s %s %.2f\n", $1, $2, $3, $4, $5, $6, n, $5 / b }' | human | sed 's/|/ | /g; s/^/| /; s/$/ |/'
+  forced=$(for a in $algos; do [ "$a" = auto ] || printf '%s ' "$a"; done)
+  header="| size |" rule="|-----:|"
+  for a in $forced; do header+=" $a (us) |" rule+="-----:|"; done
+  # rows: size, tuner's time and choice (or "- -" without an auto variant), each forced variant
+  if [[ " $algos " == *" auto "* ]]; then
+    echo "$header tuner (us) | tuner's choice | best forced | tuner / best |"
+    echo "$rule-----:|:---|:---|-----:|"
+    table=$(medians 6 "$keep"/auto.* | sort -n | join --nocheck-order - <(algo))
+  else
+    echo "$header best forced |"
+    echo "$rule:---|"
+    table=$(medians 6 "$keep"/${forced%% *}.* | sort -n | awk '{ print $1, "-", "-" }')
+  fi
+  for a in $forced; do table=$(join --nocheck-order <(echo "$table") <(medians 6 "$keep"/$a.* | sort -n)); done
+  echo "$table" | sort -n | awk -v names="$forced" '{ k = split(names, nm, " "); b = $4; n = nm[1]
+      for (i = 2; i <= k; i++) if ($(i + 3) < b) { b = $(i + 3); n = nm[i] }
+      line = $1; for (i = 1; i <= k; i++) line = line " " $(i + 3)
+      if ($2 == "-") printf "%s %s\n", line, n
+      else printf "%s %s %s %s %.2f\n", line, $2, $3, n, $2 / b }' | human | sed 's/|/ | /g; s/^/| /; s/$/ |/'
 fi

@@ -130,11 +130,13 @@ static int readId(int fd, weftUniqueId *id) {
   return 0;
 }
 
-static long forkRanks(int procs, int threads, int procsPerHost, rankBody body, void *arg,
-                      int timeoutSec) {
+/* Process p is on host hostOf[p] when hostOf is set, else on host p / procsPerHost when that
+ * is positive, else on this machine. */
+static long forkRanks(int procs, int threads, int procsPerHost, const int *hostOf, rankBody body,
+                      void *arg, int timeoutSec) {
   weftUniqueId id;
   int nranks = procs * threads;
-  if (procs == 1 && procsPerHost == 0) {
+  if (procs == 1 && procsPerHost == 0 && hostOf == NULL) {
     if (weftGetUniqueId(&id) != weftSuccess) return -1;
     return runThreads(id, 0, threads, nranks, body, arg, timeoutSec);
   }
@@ -152,9 +154,9 @@ static long forkRanks(int procs, int threads, int procsPerHost, rankBody body, v
       close(fds[1]);
       if (readId(fds[0], &id) != 0) _exit(100);
       close(fds[0]);
-      if (procsPerHost > 0) {
+      if (procsPerHost > 0 || hostOf != NULL) {
         char host[64];
-        snprintf(host, sizeof host, "weft-test-host-%d", p / procsPerHost);
+        snprintf(host, sizeof host, "weft-test-host-%d", hostOf ? hostOf[p] : p / procsPerHost);
         setenv("WEFT_HOSTID", host, 1);
       }
       long f = runThreads(id, p * threads, threads, nranks, body, arg, 0);
@@ -172,15 +174,19 @@ static long forkRanks(int procs, int threads, int procsPerHost, rankBody body, v
 }
 
 long runRanks(int procs, int threads, rankBody body, void *arg, int timeoutSec) {
-  return forkRanks(procs, threads, 0, body, arg, timeoutSec);
+  return forkRanks(procs, threads, 0, NULL, body, arg, timeoutSec);
 }
 
 long runRanksOnHosts(int hosts, int procsPerHost, rankBody body, void *arg, int timeoutSec) {
-  return forkRanks(hosts * procsPerHost, 1, procsPerHost, body, arg, timeoutSec);
+  return forkRanks(hosts * procsPerHost, 1, procsPerHost, NULL, body, arg, timeoutSec);
+}
+
+long runRanksOnHostMap(int nranks, const int *hostOf, rankBody body, void *arg, int timeoutSec) {
+  return forkRanks(nranks, 1, 0, hostOf, body, arg, timeoutSec);
 }
 
 long runThreadsOnHosts(int hosts, int threadsPerHost, rankBody body, void *arg, int timeoutSec) {
-  return forkRanks(hosts, threadsPerHost, 1, body, arg, timeoutSec);
+  return forkRanks(hosts, threadsPerHost, 1, NULL, body, arg, timeoutSec);
 }
 
 /* What the tests know about where each algorithm can run, written here rather than asked of
@@ -192,8 +198,8 @@ int algoRunsOn(const char *algo, int hosts, int perHost, char *why, size_t len) 
     snprintf(why, len, "direct shares one host's memory; the ranks span %d hosts", hosts);
     return 0;
   }
-  if (strcmp(algo, "hier") == 0 && (hosts < 2 || perHost < 2)) {
-    snprintf(why, len, "hier needs 2+ hosts of 2+ ranks (%d x %d)", hosts, perHost);
+  if (strcmp(algo, "hier") == 0 && hosts < 2) {
+    snprintf(why, len, "hier needs 2+ hosts (%d x %d)", hosts, perHost);
     return 0;
   }
   why[0] = '\0';

@@ -20,6 +20,9 @@ long runRanks(int procs, int threads, rankBody body, void *arg, int timeoutSec);
 /* As runRanks, but process p believes it is on host p / procsPerHost (WEFT_HOSTID), so ranks
  * of different "hosts" talk over the network transports although they share this machine. */
 long runRanksOnHosts(int hosts, int procsPerHost, rankBody body, void *arg, int timeoutSec);
+/* The same with rank r (a process) on host hostOf[r]: hosts of different sizes, and ranks of a
+ * host that are not contiguous. */
+long runRanksOnHostMap(int nranks, const int *hostOf, rankBody body, void *arg, int timeoutSec);
 /* The same with one process per host and its ranks as threads of it. */
 long runThreadsOnHosts(int hosts, int threadsPerHost, rankBody body, void *arg, int timeoutSec);
 

@@ -1,8 +1,8 @@
 /* Faults across emulated hosts: ranks are processes in the network namespaces of
  * tests/mpi/cluster.sh (each host its own address and hostname; ranks of different hosts talk
  * over TCP on eth0, ranks of one host over shared memory), 3 hosts x 1 rank and 2 hosts x 2
- * ranks, with WEFT_ALGO=ring, tree, hier (2 x 2 only: it needs several ranks per host) and the
- * tuner. Scenarios, each repeated with the failure at a random point (the seed is printed;
+ * ranks, with WEFT_ALGO=ring, tree, hier (2 x 2 only: with one rank per host its AllReduce is
+ * a Reduce and a Broadcast along the ring, which tests/coll covers) and the tuner. Scenarios, each repeated with the failure at a random point (the seed is printed;
  * WEFT_TEST_SEED repeats the random choices):
  *   dead_peer    SIGKILL one rank in a loop of AllReduces: every survivor gets weftRemoteError
  *                within 2 s, naming the dead rank and its host;
