@@ -27,46 +27,20 @@ TestSuite(direct_faults, .timeout = 60);
 
 /* ---- rank order ---- */
 
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 31;
-  x *= 0x9e3779b97f4a7c15ULL;
-  x ^= x >> 29;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  return x ^ (x >> 32);
-}
-
-/* Values whose sums and products round: for sum, 24 random bits at scales 2^-8 .. 2^8; for
- * prod, factors in [0.9, 1.1). */
-static double roundingValue(size_t i, int rank, weftRedOp_t op) {
-  uint64_t r = mix((uint64_t)i * 131 + (uint64_t)rank * 7919 + 1);
-  double u = (double)(r >> 40) / (double)(1 << 24);
-  if (op == weftProd) return 0.9 + 0.2 * u;
-  return (u - 0.5) * (double)(1 << (r & 15)) / 256.0;
-}
-
-static void fillRound(void *buf, size_t count, size_t first, weftDataType_t type, weftRedOp_t op,
-                      int rank) {
-  for (size_t i = 0; i < count; i++) {
-    double v = roundingValue(first + i, rank, op);
-    if (type == weftFloat32) ((float *)buf)[i] = (float)v;
-    else ((double *)buf)[i] = v;
-  }
-}
-
 /* Element i of the reduction over ranks, in the order given (forward: 0, 1, ..., n-1). */
 static void reference(void *out, size_t idx, size_t i, weftDataType_t type, weftRedOp_t op, int n,
                       int forward) {
   if (type == weftFloat32) {
-    float acc = (float)roundingValue(i, forward ? 0 : n - 1, op);
+    float acc = (float)roundingInput(i, forward ? 0 : n - 1, op);
     for (int k = 1; k < n; k++) {
-      float v = (float)roundingValue(i, forward ? k : n - 1 - k, op);
+      float v = (float)roundingInput(i, forward ? k : n - 1 - k, op);
       acc = op == weftProd ? acc * v : acc + v;
     }
     ((float *)out)[idx] = acc;
   } else {
-    double acc = roundingValue(i, forward ? 0 : n - 1, op);
+    double acc = roundingInput(i, forward ? 0 : n - 1, op);
     for (int k = 1; k < n; k++) {
-      double v = roundingValue(i, forward ? k : n - 1 - k, op);
+      double v = roundingInput(i, forward ? k : n - 1 - k, op);
       acc = op == weftProd ? acc * v : acc + v;
     }
     ((double *)out)[idx] = acc;
@@ -97,7 +71,7 @@ static long orderCase(weftComm_t comm, int rank, int n, weftColl_t coll, size_t 
                       weftDataType_t type, weftRedOp_t op, int root, char *send, char *recv,
                       size_t *orderMatters) {
   size_t parts = coll == weftCollReduceScatter ? (size_t)n : 1, wrong = 0;
-  fillRound(send, count * parts, 0, type, op, rank);
+  fillRoundingFrom(send, 0, count * parts, type, op, rank);
   weftResult_t rc;
   if (coll == weftCollReduce) rc = weftReduce(send, recv, count, type, op, root, comm, NULL);
   else if (coll == weftCollReduceScatter) rc = weftReduceScatter(send, recv, count, type, op, comm, NULL);

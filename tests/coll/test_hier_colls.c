@@ -193,32 +193,6 @@ Test(hier_colls, scattered_one_slot_windows) {
 
 /* ---- order ---- */
 
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-/* Element i of rank's input: for sum, 52 random bits at scales 2^-6 .. 2^6 and either sign;
- * for prod, factors in [0.8, 1.2). Sums and products of these round at every step. */
-static double orderInput(size_t i, int rank, weftRedOp_t op) {
-  uint64_t r = mix64((uint64_t)i * 0x9e3779b9ULL + (uint64_t)rank * 0x85ebca6bULL + 17);
-  double u = (double)(r >> 12) * 0x1p-52;
-  if (op == weftProd) return 0.8 + 0.4 * u;
-  return (r & 1 ? -1.0 : 1.0) * (1.0 + u) * ldexp(1.0, (int)((r >> 1) % 13) - 6);
-}
-
-static void fillOrder(void *buf, size_t count, size_t first, weftDataType_t type, weftRedOp_t op,
-                      int rank) {
-  for (size_t i = 0; i < count; i++) {
-    double v = orderInput(first + i, rank, op);
-    if (type == weftFloat32) ((float *)buf)[i] = (float)v;
-    else ((double *)buf)[i] = v;
-  }
-}
-
 /* Elements of got (elements first.. of the reduction over n ranks) farther from the exact
  * value than n rounding errors of the type allow: n * eps * (sum |x|), or for prod
  * n * eps * |product|. */
@@ -229,8 +203,8 @@ static size_t outOfTolerance(const void *got, size_t first, size_t count, weftDa
   for (size_t i = 0; i < count; i++) {
     long double exact = op == weftProd ? 1 : 0, mag = 0;
     for (int r = 0; r < n; r++) {
-      float xf = (float)orderInput(first + i, r, op);
-      double x = type == weftFloat32 ? (double)xf : orderInput(first + i, r, op);
+      float xf = (float)roundingInput(first + i, r, op);
+      double x = type == weftFloat32 ? (double)xf : roundingInput(first + i, r, op);
       exact = op == weftProd ? exact * x : exact + x;
       mag += fabs(x);
     }
@@ -256,7 +230,7 @@ static long orderCase(weftComm_t comm, int rank, int n, weftColl_t coll, size_t 
                       char *first) {
   size_t parts = coll == weftCollReduceScatter ? (size_t)n : 1, bytes = count * weftTypeSize(type);
   int holds = coll != weftCollReduce || rank == root, differs = 0;
-  fillOrder(send, count * parts, 0, type, op, rank);
+  fillRoundingFrom(send, 0, count * parts, type, op, rank);
   for (int call = 0; call < 3; call++) { /* all three, whatever: the ranks stay in step */
     usleep((useconds_t)(((unsigned)rank * 7 + (unsigned)call * 3) % 5) * 1000);
     weftResult_t rc = orderCall(comm, coll, send, call == 0 ? first : recv, count, type, op, root);

@@ -13,25 +13,6 @@
 
 TestSuite(tree_rooted, .timeout = 120);
 
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 31;
-  x *= 0x9e3779b97f4a7c15ULL;
-  x ^= x >> 29;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  return x ^ (x >> 32);
-}
-
-/* Sum: 24 random bits at scales 2^-8 .. 2^8; prod: factors in [0.9, 1.1). */
-static void fillRounding(void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int rank) {
-  for (size_t i = 0; i < count; i++) {
-    uint64_t r = mix((uint64_t)i * 131 + (uint64_t)rank * 7919 + 1);
-    double u = (double)(r >> 40) / (double)(1 << 24);
-    double v = op == weftProd ? 0.9 + 0.2 * u : (u - 0.5) * (double)(1 << (r & 15)) / 256.0;
-    if (type == weftFloat32) ((float *)buf)[i] = (float)v;
-    else ((double *)buf)[i] = v;
-  }
-}
-
 #define COUNT 40009 /* past one slot of shm (128 KiB) as float */
 static const weftDataType_t types[] = {weftFloat32, weftFloat64};
 static const weftRedOp_t ops[] = {weftSum, weftProd, weftAvg};
@@ -41,7 +22,7 @@ static long repeatCase(weftComm_t comm, int rank, weftDataType_t type, weftRedOp
                        char *send, char *runs[3]) {
   size_t bytes = COUNT * weftTypeSize(type);
   for (int k = 0; k < 3; k++) {
-    fillRounding(send, COUNT, type, op, rank);
+    fillRoundingFrom(send, 0, COUNT, type, op, rank); /* harness.h */
     char *out = k == 1 ? send : runs[k];
     weftResult_t rc = weftReduce(send, out, COUNT, type, op, root, comm, NULL);
     if (rc != weftSuccess) {

@@ -46,6 +46,15 @@ size_t countWrong(const void *buf, size_t count, weftDataType_t type, weftRedOp_
 size_t countWrongFrom(const void *buf, size_t first, size_t count, weftDataType_t type,
                       weftRedOp_t op, int nranks);
 
+/* A 64-bit mixing function (a hash of x), for inputs both ends of a test derive alike. */
+uint64_t testMix(uint64_t x);
+/* Element i of rank's input whose sums and products round at every step (full significands,
+ * either sign, over 16 binades; for prod, factors in [0.75, 1.25)), as a double; and count of
+ * them from element first on, stored as a floating-point type (rounded to it). */
+double roundingInput(size_t i, int rank, weftRedOp_t op);
+void fillRoundingFrom(void *buf, size_t first, size_t count, weftDataType_t type, weftRedOp_t op,
+                      int rank);
+
 /* PreMulSum (weftRedOpCreatePreMulSum): the scalar of a case (a value of type written into
  * scalar, 8 bytes of room), each rank's input, and the number of elements of buf that differ
  * from elements first .. first + count - 1 of the sum over nranks ranks of round(scalar *

@@ -11,7 +11,7 @@
 #include "reduce.h"
 #include "refconv.h"
 
-static uint64_t mix(uint64_t x) {
+uint64_t testMix(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
   x ^= x >> 33;
@@ -19,7 +19,7 @@ static uint64_t mix(uint64_t x) {
   return x ^ (x >> 33);
 }
 
-static uint64_t rawValue(size_t i, int rank) { return mix(((uint64_t)i << 8) ^ (uint64_t)rank ^ 0x9e37); }
+static uint64_t rawValue(size_t i, int rank) { return testMix(((uint64_t)i << 8) ^ (uint64_t)rank ^ 0x9e37); }
 
 static int isFp8(weftDataType_t t) { return t == weftFloat8e4m3 || t == weftFloat8e5m2; }
 static const struct refFp8Format *fp8Format(weftDataType_t t) {
@@ -233,14 +233,16 @@ long collMatrixBody(weftComm_t comm, int rank, int nranks, void *arg) {
 
 /* ---- bit-identical results on every rank ---- */
 
-/* Inputs whose sums and products round at every step: full significands over 16 binades. */
-static void fillRounding(void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int rank) {
-  for (size_t i = 0; i < count; i++) {
-    uint64_t r = rawValue(i, rank + 1000);
-    double frac = (double)(r >> 11) * 0x1p-53; /* [0, 1), 53 random bits */
-    double v = op == weftProd ? 0.75 + frac / 2 : (r & 1 ? -1 : 1) * (1 + frac) * ldexp(1.0, (int)((r >> 1) & 15) - 8);
-    storeFloat(buf, i, type, v);
-  }
+double roundingInput(size_t i, int rank, weftRedOp_t op) {
+  uint64_t r = rawValue(i, rank + 1000);
+  double frac = (double)(r >> 11) * 0x1p-53; /* [0, 1), 53 random bits */
+  if (op == weftProd) return 0.75 + frac / 2;
+  return (r & 1 ? -1 : 1) * (1 + frac) * ldexp(1.0, (int)((r >> 1) & 15) - 8);
+}
+
+void fillRoundingFrom(void *buf, size_t first, size_t count, weftDataType_t type, weftRedOp_t op,
+                      int rank) {
+  for (size_t i = 0; i < count; i++) storeFloat(buf, i, type, roundingInput(first + i, rank, op));
 }
 
 struct bitsBoard {
@@ -302,7 +304,7 @@ long identicalBitsBody(weftComm_t comm, int rank, int nranks, void *arg) {
     for (int t = 0; t < m->nTypes; t++)
       for (int o = 0; o < m->nOps; o++, k++) {
         size_t bytes = m->counts[c] * weftTypeSize(m->types[t]);
-        fillRounding(send, m->counts[c], m->types[t], m->ops[o], rank);
+        fillRoundingFrom(send, 0, m->counts[c], m->types[t], m->ops[o], rank);
         weftResult_t rc = weftAllReduce(send, recv, m->counts[c], m->types[t], m->ops[o], comm, NULL);
         if (rc != weftSuccess) {
           fprintf(stderr, "rank %d: AllReduce %zu %s %s failed: %s\n", rank, m->counts[c],
@@ -358,13 +360,13 @@ static void storeAnyFinite(void *buf, size_t i, weftDataType_t t, uint64_t r) {
       break;
     }
     case weftFloat8e5m2: ((uint8_t *)buf)[i] = (uint8_t)(s << 7 | (r % 31) << 2 | ((r >> 8) & 3)); break;
-    default: ((uint64_t *)buf)[i] = s << 63 | (r % 2047) << 52 | (mix(r) & 0xfffffffffffffull); break;
+    default: ((uint64_t *)buf)[i] = s << 63 | (r % 2047) << 52 | (testMix(r) & 0xfffffffffffffull); break;
   }
 }
 
 void premulScalar(weftDataType_t t, enum premulKind kind, void *scalar) {
   if (!weftTypeIsFloat(t)) {
-    storeInt(scalar, 0, t, kind == PREMUL_DYADIC ? mix(0x5ca1ab1e) : ~0ULL);
+    storeInt(scalar, 0, t, kind == PREMUL_DYADIC ? testMix(0x5ca1ab1e) : ~0ULL);
     return;
   }
   storeFloat(scalar, 0, t, kind == PREMUL_DYADIC ? -1.5 : 1.0 + ldexp(1.0, 1 - significandBits(t)));

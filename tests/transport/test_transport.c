@@ -49,13 +49,6 @@ static const struct weftTransportOps *useTransport(int t) {
 
 /* ---- Message pattern: sizes and bytes both ends derive from (seed, index) ---- */
 
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  return x ^ (x >> 33);
-}
 
 enum sizeMode { SIZES_SMALL, SIZES_EDGES, SIZES_RANDOM, SIZES_FULL };
 
@@ -67,20 +60,20 @@ static size_t messageBytes(enum sizeMode mode, uint64_t seed, size_t i, size_t s
       if (i % 4 == 1) return slotBytes;
       if (i % 4 == 3) return slotBytes - 1 - i % 3;
       return edges[i % 6];
-    case SIZES_RANDOM: return (size_t)(mix(seed ^ (i * 2 + 1)) % (slotBytes + 1));
+    case SIZES_RANDOM: return (size_t)(testMix(seed ^ (i * 2 + 1)) % (slotBytes + 1));
     case SIZES_FULL: return slotBytes;
   }
   return 0;
 }
 
 static void fillMessage(uint8_t *p, size_t bytes, uint64_t seed, size_t i) {
-  uint64_t state = mix(seed + i);
+  uint64_t state = testMix(seed + i);
   size_t k = 0;
   for (; k + 8 <= bytes; k += 8) {
-    state = mix(state + k);
+    state = testMix(state + k);
     memcpy(p + k, &state, 8);
   }
-  state = mix(state + k);
+  state = testMix(state + k);
   for (; k < bytes; k++) p[k] = (uint8_t)(state >> (8 * (k & 7)));
 }
 
