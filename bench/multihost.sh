@@ -17,7 +17,10 @@
 #   -c COLL    grid: the collective, as its benchmark's name: allreduce (default), broadcast,
 #              reduce, all_gather, reduce_scatter (COLL_perf; sizes are its -b/-e sizes)
 #   -p PARTS   grid: "small" (8 B .. 1 MiB, -n 100) and/or "large" (4 MiB .. 256 MiB, -n 4)
-#   -e SIZE    grid: the largest size (default 256M)
+#   -E BYTES   grid: the largest size (default 256M)
+#   -X FLAGS   grid: more flags for every job's benchmark, e.g. "-z 3 -a 3" (each call timed
+#              alone, ranks released together, the slowest rank's time: a rooted collective's
+#              latency rather than the rate of calls back to back)
 #   -T         no runs: print the tables of the outputs already in -k DIR
 # Prints medians as markdown tables (allreduce_perf's out-of-place time and busbw).
 # Environment: BENCH_DIR (default build/bench); WEFT_* reach every rank.
@@ -30,12 +33,12 @@ BENCH=$(cd "${BENCH_DIR:-$ROOT/build/bench}" && pwd) || exit 1
 mode=${1:-}
 [ $# -gt 0 ] && shift
 shape="--rate 2gbit" reps=3 limit=300 keep=/tmp/weft-multihost.$$ algos="ring tree hier auto" parts="small large"
-coll=allreduce largest=256M
+coll=allreduce largest=256M extra=""
 tablesOnly=0
-while getopts "s:R:t:k:a:p:c:e:T" opt; do
+while getopts "s:R:t:k:a:p:c:E:X:T" opt; do
   case $opt in
     s) shape=$OPTARG ;; R) reps=$OPTARG ;; t) limit=$OPTARG ;; k) keep=$OPTARG ;; a) algos=$OPTARG ;; p) parts=$OPTARG ;; T) tablesOnly=1 ;;
-    c) coll=$OPTARG ;; e) largest=$OPTARG ;;
+    c) coll=$OPTARG ;; E) largest=$OPTARG ;; X) extra=$OPTARG ;;
     *) sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
@@ -134,7 +137,8 @@ else
       [ $a = auto ] || env=(-x WEFT_ALGO=$a)
       for part in $parts; do
         [ $part = small ] && sizes=("${small[@]}") || sizes=("${large[@]}")
-        job "$a.$part.$$.$r" "${env[@]}" "$BENCH/${coll}_perf" "${flags[@]}" "${sizes[@]}" -A 1
+        # shellcheck disable=SC2086 # extra is a list of flags
+        job "$a.$part.$$.$r" "${env[@]}" "$BENCH/${coll}_perf" "${flags[@]}" "${sizes[@]}" $extra -A 1
       done
     done
   done
