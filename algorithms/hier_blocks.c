@@ -24,9 +24,25 @@
 #include "reduce.h"
 #include "ring.h"
 
+/* A step of few pieces is a store and forward of each piece at every hop, so pieces shrink
+ * (to HIER_MIN_PIECE_BYTES at least) until the largest block fills a window: a 128 KiB block
+ * crosses each host in four 32 KiB pieces, not one. */
+#define HIER_MIN_PIECE_BYTES 16384
+
 static struct hierCut cutFor(const struct hierState *s, const struct weftCollArgs *a) {
-  return (struct hierCut){a->count, (s->pieceBytes - WEFT_PRIMS_SIG_BYTES) / weftTypeSize(a->type),
-                          s->slots};
+  size_t ts = weftTypeSize(a->type), slot = (s->pieceBytes - WEFT_PRIMS_SIG_BYTES) / ts;
+  size_t block = (size_t)s->L.maxSize * a->count, fill = (block + s->slots - 1) / s->slots;
+  size_t least = HIER_MIN_PIECE_BYTES / ts < slot ? HIER_MIN_PIECE_BYTES / ts : slot;
+  size_t piece = fill < least ? least : fill < slot ? fill : slot;
+  return (struct hierCut){a->count, piece, s->slots};
+}
+
+/* Prims over links of s, cut at the pieces of cut (every rank cuts every block alike). */
+static void cutPrims(struct weftPrims *p, struct weftComm *comm, const struct hierState *s,
+                     struct weftConn *const *sends, int nsend, struct weftConn *const *recvs,
+                     int nrecv, const struct weftCollArgs *a, const struct hierCut *cut) {
+  weftHierPrims(p, comm, s, sends, nsend, recvs, nrecv, a);
+  weftPrimsSetPiece(p, cut->pieceCount * p->typeSize + WEFT_PRIMS_SIG_BYTES);
 }
 
 static size_t loopsFor(const struct hierLayout *L, const struct hierCut *cut) {
@@ -57,7 +73,7 @@ static weftResult_t gatherStep(struct hierState *s, struct weftComm *comm,
     if (li < m - 1) sends[ns++] = &s->local.send;
   }
   struct weftPrims p;
-  weftHierPrims(&p, comm, s, sends, ns, recvs, nr, a);
+  cutPrims(&p, comm, s, sends, ns, recvs, nr, a, cut);
   struct hierSeg segs[HIER_MAX_SEGS];
   int nsegs = weftHierWindowSegs(L, cut, (k - j + L->h) % L->h, w, segs);
   size_t ts = weftTypeSize(a->type);
@@ -108,7 +124,7 @@ static weftResult_t scatterStep(struct hierState *s, struct weftComm *comm,
   else if (!last) sends[ns++] = &s->inter.send;
   else if (m > 1) sends[ns++] = &s->local.send;
   struct weftPrims p;
-  weftHierPrims(&p, comm, s, sends, ns, recvs, nr, a);
+  cutPrims(&p, comm, s, sends, ns, recvs, nr, a, cut);
   struct hierSeg segs[HIER_MAX_SEGS];
   int nsegs = weftHierWindowSegs(L, cut, (k - 1 - j + 2 * L->h) % L->h, w, segs);
   size_t ts = weftTypeSize(a->type);
@@ -125,13 +141,13 @@ static weftResult_t scatterStep(struct hierState *s, struct weftComm *comm,
 
 /* The host's own block on its way down the chain, into the scratch window. */
 static weftResult_t scatterDown(struct hierState *s, struct weftComm *comm,
-                                const struct weftCollArgs *a, const struct hierSeg *segs,
-                                int nsegs) {
+                                const struct weftCollArgs *a, const struct hierCut *cut,
+                                const struct hierSeg *segs, int nsegs) {
   const struct hierLayout *L = &s->L;
   int k = L->hostOf[comm->rank], li = L->localIndex[comm->rank], m = L->size[k];
   struct weftConn *send = &s->local.send, *recv = &s->local.recv;
   struct weftPrims p;
-  weftHierPrims(&p, comm, s, &send, li < m - 1, &recv, 1, a);
+  cutPrims(&p, comm, s, &send, li < m - 1, &recv, 1, a, cut);
   size_t ts = weftTypeSize(a->type);
   for (int i = 0; i < nsegs; i++) {
     char *dst = s->scratch + segs[i].pos * ts;
@@ -164,7 +180,7 @@ weftResult_t weftHierReduceScatter(struct hierState *s, struct weftComm *comm,
   for (size_t w = 0; w < loops; w++) {
     for (int j = 0; j < L->h; j++) WEFTCHECK(scatterStep(s, comm, a, &cut, w, j));
     int nsegs = weftHierWindowSegs(L, &cut, k, w, segs);
-    if (li != 0) WEFTCHECK(scatterDown(s, comm, a, segs, nsegs));
+    if (li != 0) WEFTCHECK(scatterDown(s, comm, a, &cut, segs, nsegs));
     keepOwn(s, comm->rank, a, segs, nsegs);
   }
   return weftSuccess;

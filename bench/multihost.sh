@@ -17,7 +17,7 @@
 #   -c COLL    grid: the collective, as its benchmark's name: allreduce (default), broadcast,
 #              reduce, all_gather, reduce_scatter (COLL_perf; sizes are its -b/-e sizes)
 #   -p PARTS   grid: "small" (8 B .. 1 MiB, -n 100) and/or "large" (4 MiB .. 256 MiB, -n 4)
-#   -e SIZE    grid: the largest size (default 256M)
+#   -E BYTES   grid: the largest size (default 256M)
 #   -X FLAGS   grid: more flags for every job's benchmark, e.g. "-z 3 -a 3" (each call timed
 #              alone, ranks released together, the slowest rank's time: a rooted collective's
 #              latency rather than the rate of calls back to back)
@@ -35,10 +35,10 @@ mode=${1:-}
 shape="--rate 2gbit" reps=3 limit=300 keep=/tmp/weft-multihost.$$ algos="ring tree hier auto" parts="small large"
 coll=allreduce largest=256M extra=""
 tablesOnly=0
-while getopts "s:R:t:k:a:p:c:e:X:T" opt; do
+while getopts "s:R:t:k:a:p:c:E:X:T" opt; do
   case $opt in
     s) shape=$OPTARG ;; R) reps=$OPTARG ;; t) limit=$OPTARG ;; k) keep=$OPTARG ;; a) algos=$OPTARG ;; p) parts=$OPTARG ;; T) tablesOnly=1 ;;
-    c) coll=$OPTARG ;; e) largest=$OPTARG ;; X) extra=$OPTARG ;;
+    c) coll=$OPTARG ;; E) largest=$OPTARG ;; X) extra=$OPTARG ;;
     *) sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done

@@ -4,7 +4,7 @@
  * between hosts) of every shape it must handle: 2 x 2, 3 x 1, 3 + 1 ranks, 2 x 3, a host's ranks
  * interleaved with another's (0 1 0 1), and three hosts of 2, 2 and 1 ranks placed out of order.
  * - results: counts {0, 1, 2, 7, 1021, 4099} with 4 KiB slots (so parts cross pieces, a block
- *   several windows), a few types including fp16, bf16 and both fp8 formats, every op, every
+ *   several windows), and 40009 and 100003 with default slots (pieces smaller than a slot), a few types including fp16, bf16 and both fp8 formats, every op, every
  *   root, in place and out of place, each checked exactly (tests/common/pattern.c: inputs whose
  *   results do not round); AllGather's parts must land at recvbuff + rank * count whatever the
  *   placement; off the root, Reduce must leave recvbuff alone;
@@ -190,6 +190,39 @@ Test(hier_colls, scattered_one_slot_windows) {
   everyColl(&scattered, 0);
   unsetenv("WEFT_RING_CHUNK_SLOTS");
 }
+
+/* Slots of their default size, counts whose blocks are a few slots: pieces shrink below a
+ * slot so the largest block fills a window (hier_blocks.c), every link cutting alike. */
+static long shrunkPiecesBody(weftComm_t comm, int rank, int n, void *arg) {
+  (void)arg;
+  static const size_t big[] = {40009, 100003};
+  static const weftDataType_t some[] = {weftInt32, weftBfloat16};
+  static const weftColl_t colls[] = {weftCollAllGather, weftCollReduceScatter};
+  struct bufs b;
+  size_t cap = (size_t)100003 * 8 * (size_t)n + 64;
+  b.send = malloc(cap), b.recv = malloc(cap), b.want = malloc(cap);
+  long failures = 0;
+  for (int c = 0; c < 2; c++)
+    for (int k = 0; k < 2; k++)
+      for (int t = 0; t < 2; t++)
+        for (int o = 0; o < (colls[c] == weftCollReduceScatter ? weftNumOps : 1); o++)
+          for (int inPlace = 0; inPlace < 2; inPlace++)
+            if (o != weftAvg || weftTypeIsFloat(some[t]))
+              failures += checkCase(comm, rank, n, colls[c], big[k], some[t], (weftRedOp_t)o, 0,
+                                    inPlace, &b);
+  free(b.send), free(b.recv), free(b.want);
+  return failures;
+}
+
+static void shrunkPieces(const struct layout *l) {
+  setenv("WEFT_ALGO", "hier", 1);
+  long failures = onLayout(l, shrunkPiecesBody, NULL, 120);
+  unsetenv("WEFT_ALGO");
+  cr_expect_eq(failures, 0, "hosts %s: %ld failures", l->name, failures);
+}
+
+Test(hier_colls, shrunk_pieces_2x3) { shrunkPieces(&hosts2x3); }
+Test(hier_colls, shrunk_pieces_interleaved) { shrunkPieces(&interleaved); }
 
 /* ---- order ---- */
 

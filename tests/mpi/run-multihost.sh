@@ -17,8 +17,8 @@
 # Environment:
 #   MULTIHOST_CONFIGS     "2x1 2x2 4x2 3x3"     hosts x ranks per host
 #   MULTIHOST_CHECK_ARGS  ""                    arguments of mpi_coll_check: every algorithm,
-#                         then the tuner (direct, shared memory only, and hier on one rank per
-#                         host must be refused on every rank); add --quick to drop the largest
+#                         then the tuner (direct, shared memory only, must be refused on every
+#                         rank; hier runs on all of them); add --quick to drop the largest
 #                         count (about 20 s instead of 70 s for the four runs on 2 cores)
 #   MULTIHOST_SHAPE       ""                    cluster.sh shaping, e.g. "--rate 10gbit --delay 25us"
 #   MULTIHOST_TIMEOUT     400                   seconds per configuration
