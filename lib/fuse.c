@@ -44,9 +44,14 @@ static int readsEarlierResult(const struct weftTask *tasks, int k) {
   return 0;
 }
 
+/* The dependency check compares each call with every earlier one of its run, so a run is
+ * capped in calls as well as bytes: 256 calls of a few bytes already cost about one. */
+enum { fuseMaxCalls = 256 };
+
 int weftFuseCount(const struct weftTask *tasks, int n) {
   size_t limit = (size_t)weftParamGroupFuseBytes(), total = 0;
   int k = 0;
+  if (n > fuseMaxCalls) n = fuseMaxCalls;
   while (k < n && fusesWith(&tasks[0], &tasks[k]) && tasks[k].coll.bytes <= limit - total &&
          !readsEarlierResult(tasks, k))
     total += tasks[k++].coll.bytes;

@@ -2,7 +2,7 @@
  * each call's own (packed in, reduced, unpacked to its recvbuff), in place and out of place,
  * whatever the counts; calls of another type or op, a call that reads an earlier call's
  * result, one over WEFT_GROUP_FUSE_BYTES, and other collectives between them split the runs;
- * WEFT_GROUP_FUSE_BYTES=0 fuses nothing. How many operations ran is the communicator's
+ * WEFT_GROUP_FUSE_BYTES=0 fuses nothing; a run is at most 256 calls. How many operations ran is the communicator's
  * sequence number (white-box: core.h), the same on every rank. Ranks as processes, threads
  * and on emulated hosts (TCP). */
 #include <criterion/criterion.h>
@@ -111,4 +111,28 @@ Test(group_fuse, a_call_reading_an_earlier_result_splits) {
 Test(group_fuse, the_limit) {
   run(&(struct fuseCase){.expectOps = NCALLS}, "0");
   run(&(struct fuseCase){.expectOps = 4}, "100");
+}
+
+/* 600 one-element calls (2,400 bytes, far under the byte limit) take runs of at most 256
+ * calls: 3 operations, each call still its own result. */
+#define MANY 600
+static long manyBody(weftComm_t comm, int rank, int n, void *arg) {
+  (void)arg;
+  int32_t send[MANY], recv[MANY];
+  for (int i = 0; i < MANY; i++) send[i] = rank * 1000 + i, recv[i] = -1;
+  uint64_t before = comm->opSeq;
+  long bad = weftGroupStart() != weftSuccess;
+  for (int i = 0; i < MANY; i++)
+    bad += weftAllReduce(&send[i], &recv[i], 1, weftInt32, weftSum, comm, NULL) != weftSuccess;
+  bad += weftGroupEnd() != weftSuccess;
+  int ops = (int)(comm->opSeq - before);
+  if (ops != 3) fprintf(stderr, "rank %d: %d calls took %d operations, not 3\n", rank, MANY, ops);
+  bad += ops != 3;
+  for (int i = 0; i < MANY; i++) bad += recv[i] != 1000 * n * (n - 1) / 2 + n * i;
+  return bad;
+}
+
+Test(group_fuse, a_run_is_at_most_256_calls) {
+  cr_expect_eq(runRanks(1, 3, manyBody, NULL, 60), 0, "3 threads");
+  cr_expect_eq(runRanks(2, 1, manyBody, NULL, 60), 0, "2 processes");
 }
