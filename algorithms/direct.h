@@ -57,6 +57,10 @@ struct directState {
   size_t cmaMinBytes;
   int samePid;  /* every rank is a thread of this process */
   int cmaOk;    /* every rank can read and write every other rank's memory (process_vm_*) */
+  int cmaAlways; /* WEFT_DIRECT_CMA=2: the in-place path wherever it can run, whatever it costs */
+  double peerCopySpeed; /* reading a peer in place against memcpy: 1 for threads, for other
+                         * processes process_vm_readv's measured rate over memcpy's, the
+                         * slowest rank's (0.3-0.5 in a VM, near 1 on bare metal) */
   int *pids;    /* by rank */
   uint32_t sigHash; /* of the running operation, in the high half of every flag value */
   _Atomic int *abortFlag; /* the communicator's */
@@ -98,9 +102,19 @@ static inline char *weftDirectStagingOf(struct directState *s, int rank, uint64_
 static inline int weftDirectIsLocal(const struct directState *s, int rank) {
   return s->pids[rank] == s->pids[s->me];
 }
-/* Whether a call that puts `bytes` per rank through the segment reads peers in place instead. */
-static inline int weftDirectInPlace(const struct directState *s, size_t bytes) {
+/* Whether a call that puts `bytes` per rank through the segment can read peers in place
+ * instead; each collective takes that path where its cost is the lower (weftDirectPeerBw). */
+static inline int weftDirectCanInPlace(const struct directState *s, size_t bytes) {
   return bytes > DIRECT_SMALL_BYTES && (s->samePid || (s->cmaOk && bytes >= s->cmaMinBytes));
+}
+/* Whether a call takes the in-place path, given both paths' costs. */
+static inline int weftDirectTakesInPlace(const struct directState *s, size_t bytes, double inPlaceUs,
+                                         double stagedUs) {
+  return weftDirectCanInPlace(s, bytes) && (s->cmaAlways || inPlaceUs < stagedUs);
+}
+/* Bytes per us of an in-place path's copies (memcpy's 8e3 scaled by the peer copy speed). */
+static inline double weftDirectPeerBw(const struct directState *s) {
+  return 8e3 * (s->samePid ? 1.0 : s->peerCopySpeed);
 }
 /* Copies between a peer's address and local memory: memcpy for a thread of this process,
  * process_vm_readv / process_vm_writev otherwise. */
@@ -141,6 +155,9 @@ weftResult_t weftDirectAllGather(struct weftComm *comm, struct directState *s,
 weftResult_t weftDirectReduceScatter(struct weftComm *comm, struct directState *s,
                                      const struct weftCollArgs *a);
 /* Broadcast, Reduce, AllGather, ReduceScatter (direct_coll.c). */
+/* Whether Broadcast, Reduce, AllGather or ReduceScatter a takes the in-place path. */
+int weftDirectCollInPlace(const struct directState *s, const struct weftComm *comm,
+                          const struct weftCollArgs *a);
 double weftDirectCollCost(const struct directState *s, const struct weftComm *comm,
                           const struct weftCollArgs *a);
 

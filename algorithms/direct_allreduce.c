@@ -5,13 +5,14 @@
  * - staged (no way to read peers' memory): per chunk, copy in, post; rank i reduces slice i of
  *   the chunk from all staging slots into a shared result area, raises `reduced`; then every
  *   rank copies the whole result out. Two synchronisations per chunk.
- * - in place (peers are threads of this process, or cross-memory attach works and the buffer is
- *   large): ranks publish their buffer addresses; rank i reduces slice i reading the others'
- *   send buffers where they are (pointer, or process_vm_readv into a cache-sized bounce
- *   buffer), writes it into its own receive buffer, raises `reduced`; then reads the other
- *   slices from the other ranks' receive buffers, raises `done`, and waits for all `done`
- *   since the others read its buffers until then. Three synchronisations, one copy of the
- *   data per rank instead of three.
+ * - in place (peers are threads of this process, or cross-memory attach works, the buffer is
+ *   large and this path's cost, at the peer copy speed, is below the staged one's): ranks
+ *   publish their buffer addresses; rank i reduces slice i reading the others' send buffers
+ *   where they are (pointer, or process_vm_readv into a cache-sized bounce buffer), writes it
+ *   into its own receive buffer, raises `reduced`; then reads the other slices from the other
+ *   ranks' receive buffers, raises `done`, and waits for all `done` since the others read its
+ *   buffers until then. Three synchronisations, one copy of the data per rank instead of
+ *   three.
  * Bytes moved per rank: small n * bytes read; in place ~ 2(n-1)/n * bytes of peer reads;
  * staged ~ 3 * bytes copies. cost() = synchronisations * sync latency + bytes moved / memory
  * bandwidth. */
@@ -95,19 +96,32 @@ static weftResult_t allReduceInPlace(struct weftComm *comm, struct directState *
   return weftDirectWaitAll(comm, s, FLAG_DONE, seq);
 }
 
+static double stagedCost(const struct directState *s, double sync, double b) {
+  double chunks = (double)((((size_t)b) + s->chunkBytes - 1) / s->chunkBytes);
+  return chunks * 2 * sync + b * 3.0 / 8e3;
+}
+
+static double inPlaceCost(const struct directState *s, double sync, double b) {
+  return 3 * sync + 2.0 + b * 2.5 / weftDirectPeerBw(s);
+}
+
+/* The in-place path where peers can be read and that costs less than staging. */
+static int inPlaceWins(const struct directState *s, const struct weftComm *comm,
+                       const struct weftCollArgs *a) {
+  double sync = weftDirectSyncUs(comm, s->n), b = (double)a->bytes;
+  return weftDirectTakesInPlace(s, a->bytes, inPlaceCost(s, sync, b), stagedCost(s, sync, b));
+}
+
 weftResult_t weftDirectAllReduce(struct weftComm *comm, struct directState *s,
                                  const struct weftCollArgs *a) {
   if (a->bytes <= DIRECT_SMALL_BYTES) return allReduceSmall(comm, s, a);
-  if (weftDirectInPlace(s, a->bytes)) return allReduceInPlace(comm, s, a);
+  if (inPlaceWins(s, comm, a)) return allReduceInPlace(comm, s, a);
   return allReduceStaged(comm, s, a);
 }
 
 double weftDirectAllReduceCost(const struct directState *s, const struct weftComm *comm,
                                const struct weftCollArgs *a) {
-  int n = s->n;
-  double sync = weftDirectSyncUs(comm, n), b = (double)a->bytes;
-  if (a->bytes <= DIRECT_SMALL_BYTES) return sync + b * (2.0 + n) / 10e3;
-  if (weftDirectInPlace(s, a->bytes)) return 3 * sync + 2.0 + b * 2.5 / 8e3;
-  double chunks = (double)((a->bytes + s->chunkBytes - 1) / s->chunkBytes);
-  return chunks * 2 * sync + b * 3.0 / 8e3;
+  double sync = weftDirectSyncUs(comm, s->n), b = (double)a->bytes;
+  if (a->bytes <= DIRECT_SMALL_BYTES) return sync + b * (2.0 + s->n) / 10e3;
+  return inPlaceWins(s, comm, a) ? inPlaceCost(s, sync, b) : stagedCost(s, sync, b);
 }

@@ -3,8 +3,9 @@
  * for AllGather and ReduceScatter one rank's part), n the ranks. Each collective has three
  * paths, chosen by the bytes a rank would put through the segment (staged bytes: B, or n * B
  * for ReduceScatter's input): at most DIRECT_SMALL_BYTES, one round; otherwise in place where
- * peers' buffers can be read where they are (weftDirectInPlace: threads of one process, or
- * cross-memory attach from WEFT_DIRECT_CMA_MIN_BYTES), else staged, in chunks of the segment.
+ * peers' buffers can be read where they are (threads of one process, or cross-memory attach
+ * from WEFT_DIRECT_CMA_MIN_BYTES) and that path's cost is the lower (weftDirectCollInPlace),
+ * else staged, in chunks of the segment.
  * - Broadcast: the root copies a chunk into its staging, every rank posts, the others copy it
  *   out: one synchronisation per chunk, and the root fills the other half while they read
  *   (B copied in, B out, overlapping but for one chunk). In place: the others read the root's
@@ -67,7 +68,7 @@ static weftResult_t broadcastInPlace(struct weftComm *comm, struct directState *
 
 weftResult_t weftDirectBroadcast(struct weftComm *comm, struct directState *s,
                                  const struct weftCollArgs *a) {
-  if (weftDirectInPlace(s, a->bytes)) return broadcastInPlace(comm, s, a);
+  if (weftDirectCollInPlace(s, comm, a)) return broadcastInPlace(comm, s, a);
   return broadcastStaged(comm, s, a);
 }
 
@@ -136,7 +137,7 @@ static weftResult_t reduceInPlace(struct weftComm *comm, struct directState *s,
 weftResult_t weftDirectReduce(struct weftComm *comm, struct directState *s,
                               const struct weftCollArgs *a) {
   if (a->bytes <= DIRECT_SMALL_BYTES) return reduceSmall(comm, s, a);
-  if (weftDirectInPlace(s, a->bytes)) return reduceInPlace(comm, s, a);
+  if (weftDirectCollInPlace(s, comm, a)) return reduceInPlace(comm, s, a);
   size_t per = s->chunkBytes / weftTypeSize(a->type);
   for (size_t first = 0; first < a->count; first += per)
     WEFTCHECK(reduceStagedChunk(comm, s, a, first, minSize(per, a->count - first)));
@@ -182,7 +183,7 @@ static weftResult_t allGatherInPlace(struct weftComm *comm, struct directState *
 
 weftResult_t weftDirectAllGather(struct weftComm *comm, struct directState *s,
                                  const struct weftCollArgs *a) {
-  if (weftDirectInPlace(s, a->bytes)) return allGatherInPlace(comm, s, a);
+  if (weftDirectCollInPlace(s, comm, a)) return allGatherInPlace(comm, s, a);
   return allGatherStaged(comm, s, a);
 }
 
@@ -224,7 +225,7 @@ static weftResult_t reduceScatterInPlace(struct weftComm *comm, struct directSta
 
 weftResult_t weftDirectReduceScatter(struct weftComm *comm, struct directState *s,
                                      const struct weftCollArgs *a) {
-  if (weftDirectInPlace(s, (size_t)s->n * a->bytes)) return reduceScatterInPlace(comm, s, a);
+  if (weftDirectCollInPlace(s, comm, a)) return reduceScatterInPlace(comm, s, a);
   size_t per = scatterPiece(s, weftTypeSize(a->type));
   for (size_t first = 0; first < a->count; first += per)
     WEFTCHECK(reduceScatterRound(comm, s, a, first, minSize(per, a->count - first)));
@@ -236,28 +237,48 @@ weftResult_t weftDirectReduceScatter(struct weftComm *comm, struct directState *
 /* Rounds of `per` bytes that carry `bytes`. */
 static double rounds(size_t bytes, size_t per) { return (double)((bytes + per - 1) / per); }
 
-double weftDirectCollCost(const struct directState *s, const struct weftComm *comm,
-                          const struct weftCollArgs *a) {
+/* The bytes a rank puts through the segment on the staged path. */
+static size_t stagedBytes(const struct directState *s, const struct weftCollArgs *a) {
+  return a->coll == weftCollReduceScatter ? (size_t)s->n * a->bytes : a->bytes;
+}
+
+static double stagedCost(const struct directState *s, const struct weftComm *comm,
+                         const struct weftCollArgs *a) {
   int n = s->n;
   double sync = weftDirectSyncUs(comm, n), b = (double)a->bytes;
-  size_t staged = a->coll == weftCollReduceScatter ? (size_t)n * a->bytes : a->bytes;
-  double bw = staged <= DIRECT_SMALL_BYTES ? 10e3 : 8e3; /* bytes per us; small ones are cached */
-  int inPlace = weftDirectInPlace(s, staged);
+  double bw = stagedBytes(s, a) <= DIRECT_SMALL_BYTES ? 10e3 : 8e3; /* small ones are cached */
   switch (a->coll) {
-    case weftCollBroadcast:
-      if (inPlace) return 2 * sync + 2.0 + b / 8e3;
-      /* the root fills one chunk ahead of the readers: the copies overlap but for one */
+    case weftCollBroadcast: /* the root fills one chunk ahead of the readers: they overlap */
       return rounds(a->bytes, s->chunkBytes) * sync + (b + (double)minSize(a->bytes, s->chunkBytes)) / bw;
     case weftCollReduce:
       if (a->bytes <= DIRECT_SMALL_BYTES) return sync + b * (1.0 + n) / bw;
-      if (inPlace) return 2 * sync + 2.0 + b * 1.5 / 8e3;
       return rounds(a->bytes, s->chunkBytes) * 2 * sync + b * 3.0 / 8e3;
-    case weftCollAllGather:
-      if (inPlace) return 2 * sync + 2.0 + b * n / 8e3;
-      return rounds(a->bytes, s->chunkBytes) * sync + b * (1.0 + n) / bw;
+    case weftCollAllGather: return rounds(a->bytes, s->chunkBytes) * sync + b * (1.0 + n) / bw;
     default: /* ReduceScatter */
-      if (inPlace) return 2 * sync + 2.0 + b * (1.0 + n) / 8e3;
       return rounds(a->bytes, scatterPiece(s, weftTypeSize(a->type)) * weftTypeSize(a->type)) * sync +
              b * (2.0 * n + 1) / bw;
   }
+}
+
+/* Reading peers where they are: fewer copies, each at the peer copy speed. */
+static double inPlaceCost(const struct directState *s, const struct weftComm *comm,
+                          const struct weftCollArgs *a) {
+  int n = s->n;
+  double fixed = 2 * weftDirectSyncUs(comm, n) + 2.0, b = (double)a->bytes, bw = weftDirectPeerBw(s);
+  switch (a->coll) {
+    case weftCollBroadcast: return fixed + b / bw;
+    case weftCollReduce: return fixed + b * 1.5 / bw;
+    case weftCollAllGather: return fixed + b * n / bw;
+    default: return fixed + b * (1.0 + n) / bw; /* ReduceScatter */
+  }
+}
+
+int weftDirectCollInPlace(const struct directState *s, const struct weftComm *comm,
+                          const struct weftCollArgs *a) {
+  return weftDirectTakesInPlace(s, stagedBytes(s, a), inPlaceCost(s, comm, a), stagedCost(s, comm, a));
+}
+
+double weftDirectCollCost(const struct directState *s, const struct weftComm *comm,
+                          const struct weftCollArgs *a) {
+  return weftDirectCollInPlace(s, comm, a) ? inPlaceCost(s, comm, a) : stagedCost(s, comm, a);
 }

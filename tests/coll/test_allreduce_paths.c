@@ -3,8 +3,9 @@
  *   every registered algorithm (docs/algorithms.md promises it for each) and the tuner, on
  *   one host and on emulated hosts;
  * - both data paths of the direct algorithm between processes run and are right: reading
- *   peers' buffers in place (cross-memory attach, WEFT_DIRECT_CMA=1) and staging through the
- *   shared segment (WEFT_DIRECT_CMA=0), each confirmed by the algorithm's INIT log. */
+ *   peers' buffers in place (cross-memory attach, WEFT_DIRECT_CMA=2) and staging through the
+ *   shared segment (WEFT_DIRECT_CMA=0), each confirmed by the algorithm's INIT log; by
+ *   default (1, each call by cost) every rank holds the same measured peer copy speed. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -65,8 +66,11 @@ Test(identical_bits, hosts_3x1) { identicalOnEveryRank(3, 1, 1); }
 
 /* Lines of the logs this test's ranks wrote (WEFT_DEBUG_FILE=<prefix>.<pid>) that contain
  * needle; removes the logs. */
-static int logLinesWith(const char *prefix, const char *needle) {
+/* Lines of the ranks' logs holding needle; *differ (if not NULL): how many of them differ
+ * from the first from needle on. */
+static int logLinesAgreeing(const char *prefix, const char *needle, int *differ) {
   const char *base = strrchr(prefix, '/') + 1;
+  char first[1024] = "";
   DIR *d = opendir("/tmp");
   cr_assert_not_null(d);
   int n = 0;
@@ -75,7 +79,11 @@ static int logLinesWith(const char *prefix, const char *needle) {
     char path[512], line[1024];
     snprintf(path, sizeof path, "/tmp/%s", e->d_name);
     FILE *f = fopen(path, "r");
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) n += strstr(line, needle) != NULL;
+    for (char *at; f != NULL && fgets(line, sizeof line, f) != NULL;) {
+      if ((at = strstr(line, needle)) == NULL) continue;
+      if (n++ == 0) snprintf(first, sizeof first, "%s", at);
+      else if (differ != NULL) *differ += strcmp(first, at) != 0;
+    }
     if (f != NULL) fclose(f);
     unlink(path);
   }
@@ -90,7 +98,7 @@ static const weftDataType_t directTypes[] = {weftInt32, weftFloat32, weftBfloat1
 static const weftRedOp_t directOps[] = {weftSum, weftMax, weftAvg};
 static const struct collMatrix directMatrix = {directCounts, 3, directTypes, 4, directOps, 3};
 
-static void directPath(const char *cma, const char *expectLog) {
+static void directPath(const char *cma, const char *expectLog, int *differ) {
   char prefix[64], file[80];
   snprintf(prefix, sizeof prefix, "/tmp/weft-direct-path-%d", (int)getpid());
   snprintf(file, sizeof file, "%s.%%p", prefix);
@@ -102,14 +110,23 @@ static void directPath(const char *cma, const char *expectLog) {
   long failures = runRanks(3, 1, collMatrixBody, (void *)&directMatrix, 300);
   unsetenv("WEFT_DEBUG");
   unsetenv("WEFT_DEBUG_FILE");
-  int lines = logLinesWith(prefix, expectLog);
+  int lines = logLinesAgreeing(prefix, expectLog, differ);
   cr_assert_eq(failures, 0, "WEFT_DIRECT_CMA=%s: %ld failures", cma, failures);
   cr_assert_eq(lines, 3, "WEFT_DIRECT_CMA=%s: %d of 3 ranks logged \"%s\"", cma, lines, expectLog);
 }
 
 Test(direct_paths, cross_memory_attach) {
   SKIP_UNLESS("cma");
-  directPath("1", "direct: 3 ranks, cross-memory attach");
+  directPath("2", "direct: 3 ranks, cross-memory attach", NULL);
 }
 
-Test(direct_paths, staged) { directPath("0", "direct: 3 ranks, staging only"); }
+Test(direct_paths, staged) { directPath("0", "direct: 3 ranks, staging only", NULL); }
+
+/* By default each call takes the path its cost picks at the copy speed measured at init: every
+ * rank must hold the same speed (the slowest rank's), or ranks would take different paths. */
+Test(direct_paths, by_cost_every_rank_agrees) {
+  SKIP_UNLESS("cma");
+  int differ = 0;
+  directPath("1", "cross-memory attach (peer copies at", &differ);
+  cr_assert_eq(differ, 0, "%d ranks logged another peer copy speed than the first", differ);
+}

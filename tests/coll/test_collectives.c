@@ -93,7 +93,7 @@ enum directMode { DIRECT_THREADS, DIRECT_STAGED, DIRECT_CMA };
 static void directEveryColl(int procs, int threads, enum directMode mode, int fullTypes) {
   if (mode == DIRECT_CMA) SKIP_UNLESS("cma");
   setenv("WEFT_DIRECT_CHUNK_BYTES", "16384", 1);
-  setenv("WEFT_DIRECT_CMA", mode == DIRECT_STAGED ? "0" : "1", 1);
+  setenv("WEFT_DIRECT_CMA", mode == DIRECT_STAGED ? "0" : mode == DIRECT_CMA ? "2" : "1", 1);
   setenv("WEFT_DIRECT_CMA_MIN_BYTES", "0", 1);
   setenv("WEFT_ALGO", "direct", 1);
   for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++) {

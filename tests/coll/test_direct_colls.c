@@ -119,7 +119,7 @@ static void rankOrder(int procs, int threads, enum path path) {
   if (path == PATH_CMA) SKIP_UNLESS("cma");
   setenv("WEFT_ALGO", "direct", 1);
   setenv("WEFT_DIRECT_CHUNK_BYTES", "16384", 1);
-  setenv("WEFT_DIRECT_CMA", path == PATH_STAGED ? "0" : "1", 1);
+  setenv("WEFT_DIRECT_CMA", path == PATH_STAGED ? "0" : "2", 1);
   setenv("WEFT_DIRECT_CMA_MIN_BYTES", "0", 1);
   long failures = runRanks(procs, threads, orderBody, NULL, 300);
   unsetenv("WEFT_ALGO");
@@ -195,7 +195,7 @@ Test(direct_mismatch, roots_threads_3) { rootMismatch(1, 3, "1"); }
 Test(direct_mismatch, roots_procs_3_staged) { rootMismatch(3, 1, "0"); }
 Test(direct_mismatch, roots_procs_3_cma) {
   SKIP_UNLESS("cma");
-  rootMismatch(3, 1, "1");
+  rootMismatch(3, 1, "2");
 }
 
 /* ---- a killed or stopped rank in a loop of Broadcasts ---- */
