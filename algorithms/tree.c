@@ -146,6 +146,8 @@ static weftResult_t treeInit(struct weftComm *comm, void **state, char *why, siz
     int here = 0;
     for (int q = 0; q < comm->nranks; q++) here += comm->peers[q].hostHash == comm->peers[r].hostHash;
     if (here > s->perHost) s->perHost = here;
+    double perCpu = comm->peers[r].cpus > 0 ? (double)here / comm->peers[r].cpus : 1.0;
+    if (perCpu > s->ranksPerCpu) s->ranksPerCpu = perCpu;
   }
   if (s->perHost == comm->nranks) s->perHost = 1; /* one host: no shared interface */
   weftResult_t rc = weftConnectLinks(comm, reqs, k);
@@ -217,7 +219,7 @@ static double treeCost(void *state, const struct weftComm *comm, const struct we
   const struct treeState *s = state;
   if (args->coll != weftCollAllReduce) return weftTreeRootedCost(s, comm, args);
   size_t bytes = args->bytes;
-  double stepUs = s->latencyUs + 0.3 * (comm->oversubscribed ? 4 : 1);
+  double stepUs = weftTreeStepUs(s, comm);
   return 2.0 * (s->depth - 1) * stepUs + 2.0 * s->perHost * (double)bytes / (s->bandwidthGBs * 1e3);
 }
 

@@ -21,8 +21,9 @@
  * Steps: hops = 1 + floor(log2(n - 1)) (the ring's chain: n - 1). Bytes per rank: at most B in
  * and B out (the root sends B/2 to each top member; an interior rank passes B/2 to each of
  * two children; every other rank receives B/2 in each tree).
- * cost() = hops * (link latency + step overhead) + (perHost * B + (hops - 1) * piece) / link
- * bandwidth, piece = min(slot, B/2): the first piece of each half fills the hops, then the
+ * cost() = hops * step + (perHost * B + (hops - 1) * piece) / link bandwidth, step = link latency
+ * + step overhead (weftTreeStepUs)
+ * piece = min(slot, B/2): the first piece of each half fills the hops, then the
  * halves stream; perHost (the most ranks on one host, 1 on one host) as AllReduce's: with
  * ranks numbered host by host nearly every tree link leaves its host, and a host's ranks share
  * its interface, where the host-ordered chain crosses each host's interface once. */
@@ -167,7 +168,7 @@ double weftTreeRootedCost(const struct treeState *s, const struct weftComm *comm
                           const struct weftCollArgs *a) {
   double bytes = (double)a->bytes;
   if (comm->nranks == 1) return 0.1 + bytes / 8e3; /* a copy, as the ring's */
-  double stepUs = s->latencyUs + 0.3 * (comm->oversubscribed ? 4 : 1);
+  double stepUs = weftTreeStepUs(s, comm);
   double piece = (double)s->rootedPieceBytes < bytes / 2 ? (double)s->rootedPieceBytes : bytes / 2;
   double wire = s->perHost * bytes + (s->rootedHops - 1) * piece;
   return s->rootedHops * stepUs + wire / (s->bandwidthGBs * 1e3);
