@@ -41,6 +41,7 @@ struct layout {
   int n;
   int hostOf[MAX_RANKS];
 };
+static const struct layout hosts2x1 = {"2 x 1", 2, {0, 1}};
 static const struct layout hosts2x2 = {"2 x 2", 4, {0, 0, 1, 1}};
 static const struct layout hosts3x1 = {"3 x 1", 3, {0, 1, 2}};
 static const struct layout uneven31 = {"3 + 1", 4, {0, 0, 0, 1}};
@@ -421,6 +422,52 @@ static void killDuringHier(const struct layout *l) {
 
 Test(hier_faults, dead_peer_2x2) { killDuringHier(&hosts2x2); }
 Test(hier_faults, dead_peer_scattered_2_2_1) { killDuringHier(&scattered); }
+
+/* Ranks that disagree on a Broadcast's or Reduce's root (the last rank says 1, the others 0).
+ * A rank returns 0 when the call failed with weftInvalidUsage naming both calls, 1 when it
+ * succeeded with its root's data (a rank whose part of the schedule only met ranks of its own
+ * opinion) or failed with weftRemoteError (a peer that named it left), 100 for anything else (wrong data, another error). The run must total at most
+ * n - 1 (some rank named the mismatch, none had a wrong result) and, with 2 ranks, 0: both
+ * ranks only send in the schedule (the root, or Reduce's chain start) and meet the other's
+ * signature only in the token the chain's end sends them. Nobody hangs (the harness's limit). */
+static long rootMismatchNamedBody(weftComm_t comm, int rank, int n, void *arg) {
+  weftColl_t coll = *(const weftColl_t *)arg;
+  float send[64], recv[64];
+  for (int i = 0; i < 64; i++) send[i] = (float)(rank + 1), recv[i] = -1;
+  int root = rank == n - 1 ? 1 : 0;
+  weftResult_t rc = coll == weftCollBroadcast
+                        ? weftBroadcast(send, recv, 64, weftFloat32, root, comm, NULL)
+                        : weftReduce(send, recv, 64, weftFloat32, weftSum, root, comm, NULL);
+  const char *name = weftCollName(coll), *op = coll == weftCollBroadcast ? "" : ", sum";
+  char call0[96], call1[96];
+  snprintf(call0, sizeof call0, "%s(count 64, float%s, root 0)", name, op);
+  snprintf(call1, sizeof call1, "%s(count 64, float%s, root 1)", name, op);
+  const char *msg = weftGetLastError(comm);
+  if (rc == weftInvalidUsage && strstr(msg, call0) != NULL && strstr(msg, call1) != NULL) return 0;
+  if (rc == weftRemoteError) return 1; /* a peer that named it left: fine for this rank */
+  int right = rc == weftSuccess;
+  float want = coll == weftCollBroadcast ? (float)(root + 1) : (float)(n * (n + 1) / 2);
+  for (int i = 0; i < 64 && right && (coll == weftCollBroadcast || rank == root); i++)
+    right = recv[i] == want;
+  if (!right) fprintf(stderr, "rank %d: %s with root %d: rc %d: %s\n", rank, name, root, rc, msg);
+  return right ? 1 : 100;
+}
+
+Test(hier_faults, root_mismatch_fails) {
+  setenv("WEFT_ALGO", "hier", 1);
+  setenv("WEFT_TIMEOUT_MS", "20000", 1);
+  static const weftColl_t rootedColls[] = {weftCollBroadcast, weftCollReduce};
+  const struct layout *layouts[] = {&hosts2x1, &hosts2x2, &hosts3x1, &uneven31, &scattered};
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+      long total = onLayout(layouts[i], rootMismatchNamedBody, (void *)&rootedColls[k], 60);
+      cr_expect(total >= 0 && total <= (layouts[i]->n == 2 ? 0 : layouts[i]->n - 1),
+                "%s, %s: %ld (0 per rank that named the mismatch, 1 per rank right by its root)",
+                layouts[i]->name, weftCollName(rootedColls[k]), total);
+    }
+  unsetenv("WEFT_ALGO");
+  unsetenv("WEFT_TIMEOUT_MS");
+}
 
 /* ---- tuner ---- */
 
