@@ -66,8 +66,10 @@ EXAMPLE_BINS := $(patsubst docs/examples/%.c,$(BUILD)/examples/%,$(wildcard docs
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
+include bindings/pytorch/pytorch.mk
+
 .PHONY: all lib tools benches tests bench check check-layering deps install uninstall clean env-doc FORCE fuzz fuzz-build check-asan check-tsan
-all: lib tools benches tests
+all: lib tools benches tests pytorch
 tools: $(TOOL_BINS)
 lib: $(BUILD)/libweft.so $(BUILD)/$(SONAME) $(BUILD)/libweft.a
 benches: $(BENCH_BINS) $(EXAMPLE_BINS)
