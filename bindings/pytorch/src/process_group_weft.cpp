@@ -1,6 +1,8 @@
 // The process group's life: the communicator made through the c10d store, the worker, errors.
 #include "process_group_weft.hpp"
 
+#include <Python.h>
+
 #include <climits>
 #include <cstring>
 
@@ -50,7 +52,16 @@ ProcessGroupWeft::ProcessGroupWeft(const c10::intrusive_ptr<c10d::Store> &store,
 }
 
 ProcessGroupWeft::~ProcessGroupWeft() {
-  queue_.reset();  // runs what is queued, joins the worker
+  // Runs what is queued and joins the worker. Python drops the last reference with the GIL
+  // held, and the worker may need it (freeing a tensor that has a Python object): let go of
+  // it while joining.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    PyThreadState *saved = PyEval_SaveThread();
+    queue_.reset();
+    PyEval_RestoreThread(saved);
+  } else {
+    queue_.reset();
+  }
   // A broken communicator's peers may be gone: abort does not talk to them.
   if (broken_)
     weftCommAbort(comm_);

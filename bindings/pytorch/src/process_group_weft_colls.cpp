@@ -26,7 +26,10 @@ class RedOp {
         if (isBool) throw std::runtime_error("weft: ReduceOp.AVG is not defined for bool");
         op_ = weftAvg;
         return;
-      case c10d::ReduceOp::PREMUL_SUM: makePreMulSum(op, like); return;
+      case c10d::ReduceOp::PREMUL_SUM:
+        if (isBool) throw std::runtime_error("weft: ReduceOp.PREMUL_SUM is not defined for bool");
+        makePreMulSum(op, like);
+        return;
       default:
         throw std::runtime_error("weft: ReduceOp " + std::to_string(int(op.op_)) +
                                  " (BAND, BOR, BXOR) has no weft equivalent");
