@@ -57,11 +57,12 @@ ProcessGroupWeft::~ProcessGroupWeft() {
   // it while joining.
   if (Py_IsInitialized() && PyGILState_Check()) {
     PyThreadState *saved = PyEval_SaveThread();
-    queue_.reset();
+    queue_->stop();
     PyEval_RestoreThread(saved);
   } else {
-    queue_.reset();
+    queue_->stop();
   }
+  queue_.reset();
   // A broken communicator's peers may be gone: abort does not talk to them.
   if (broken_)
     weftCommAbort(comm_);

@@ -40,11 +40,27 @@ void WeftWork::execute() {
 
 WorkQueue::WorkQueue() : worker_([this] { loop(); }) {}
 
-WorkQueue::~WorkQueue() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+WorkQueue::~WorkQueue() { stop(); }
+
+void WorkQueue::stop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!worker_.joinable()) return;
+  stopping_ = true;
+  if (std::this_thread::get_id() == worker_.get_id()) {
+    // The group is going away from inside one of its works (a future callback dropped the
+    // last reference): this thread is the worker, so it runs what is left itself and lets
+    // the loop end on its own once that work returns.
+    while (!pending_.empty()) {
+      c10::intrusive_ptr<WeftWork> next = std::move(pending_.front());
+      pending_.pop_front();
+      lock.unlock();
+      next->execute();
+      lock.lock();
+    }
+    worker_.detach();
+    return;
   }
+  lock.unlock();
   cv_.notify_all();
   worker_.join();
 }

@@ -42,7 +42,10 @@ class WeftWork : public c10d::Work {
 class WorkQueue {
  public:
   WorkQueue();
-  ~WorkQueue();  // runs what is still queued, then joins the worker
+  ~WorkQueue();  // stop()
+  // Runs what is still queued, then ends the worker. Works may outlive the queue's owner
+  // (they hold it), so the owner calls this before it frees what the works use.
+  void stop();
 
   void push(c10::intrusive_ptr<WeftWork> work);
   // Runs work on this thread if it is the next due and nothing else runs; false otherwise.
