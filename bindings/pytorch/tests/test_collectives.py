@@ -213,8 +213,9 @@ def check_alltoall(rank, n, seed):
             for r in range(n):
                 same(outs[r], blocks[r][rank], f"all_to_all {dtype} x{size} from {r}")
             seed += n
-        # uneven: rank r sends (r + j) % 3 rows of 2 to rank j (some of them none)
-        rows = lambda r, j: (r + j) % 3  # noqa: E731
+        # uneven: rank r sends (2r + j) % 3 rows of 2 to rank j (some none; what a rank sends
+        # to a peer and receives from it differ)
+        rows = lambda r, j: (2 * r + j) % 3  # noqa: E731
         blocks = [[values(r, dtype, (rows(r, j), 2), seed + j) for j in range(n)]
                   for r in range(n)]
         out = torch.empty(sum(rows(r, rank) for r in range(n)), 2, dtype=dtype)
