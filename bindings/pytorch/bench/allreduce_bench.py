@@ -30,7 +30,7 @@ SIZES = [8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
 def iters_for(nbytes):
     """Calls per timed round: about the same total bytes per round, at least 3."""
-    return max(3, min(300, (8 << 20) // max(nbytes, 1)))
+    return max(5, min(300, (32 << 20) // max(nbytes, 1)))
 
 
 def time_round(t, group, iters):
