@@ -304,9 +304,29 @@ def check_errors(rank, n, seed):
     same(t, torch.full((4,), float(n)), "all_reduce after refused calls")
 
 
+def check_subgroup(rank, n, seed):
+    # a second weft group of the first and last ranks (its own communicator, its own id in
+    # its own prefix of the store), used between calls on the default group
+    members = [0, n - 1]
+    sub = dist.new_group(members, backend="weft")
+    ins = [values(r, torch.int64, (33,), seed) for r in range(n)]
+    t = ins[rank].clone()
+    if rank in members:
+        dist.all_reduce(t, group=sub)
+        same(t, reference("SUM", [ins[r] for r in members], torch.int64, 2), "subgroup all_reduce")
+    t = ins[rank].clone()
+    dist.all_reduce(t)
+    same(t, reference("SUM", ins, torch.int64, n), "default group after the subgroup")
+    if rank in members:
+        b = ins[rank].clone()
+        dist.broadcast(b, src=n - 1, group=sub)  # src is a global rank
+        same(b, ins[n - 1], "subgroup broadcast")
+    dist.destroy_process_group(sub)
+
+
 CHECKS = [check_allreduce, check_allreduce_coalesced, check_broadcast_reduce, check_allgather,
           check_reduce_scatter, check_alltoall, check_gather_scatter, check_send_recv,
-          check_barrier, check_errors]
+          check_barrier, check_errors, check_subgroup]
 
 
 def run_all(rank, n):
