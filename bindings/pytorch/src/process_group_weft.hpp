@@ -73,7 +73,7 @@ class ProcessGroupWeft : public c10d::ProcessGroup {
   // After a failure the communicator only accepts abort: later calls fail with this message.
   void check(weftResult_t r, const char *what);
 
-  // The collectives' bodies, run on the worker (process_group_weft_colls.cpp).
+  // Bodies shared by several collectives, run on the worker (..._reduce.cpp, ..._move.cpp).
   void runAllreduce(at::Tensor &flat, const c10d::ReduceOp &op);
   void runAlltoallv(const std::vector<at::Tensor> &sends, const std::vector<at::Tensor> &recvs);
 

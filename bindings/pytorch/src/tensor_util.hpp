@@ -76,4 +76,25 @@ inline void checkSameShape(const std::vector<at::Tensor> &ts, const at::Tensor &
   }
 }
 
+// Argument checks shared by the collectives; each throws with a message naming the call.
+inline const at::Tensor &single(const std::vector<at::Tensor> &ts, const char *what) {
+  if (ts.size() != 1)
+    throw std::runtime_error(std::string("weft ") + what + ": expects one tensor, got " +
+                             std::to_string(ts.size()));
+  weftTypeOf(ts[0]);
+  return ts[0];
+}
+
+inline void checkRoot(int64_t root, int size, const char *what) {
+  if (root < 0 || root >= size)
+    throw std::runtime_error(std::string("weft ") + what + ": root " + std::to_string(root) +
+                             " is not a rank of this group of " + std::to_string(size));
+}
+
+inline void checkCount(size_t n, size_t want, const char *what, const char *which) {
+  if (n != want)
+    throw std::runtime_error(std::string("weft ") + what + ": " + which + " has " +
+                             std::to_string(n) + " elements, expected " + std::to_string(want));
+}
+
 }  // namespace weft_torch
