@@ -23,9 +23,21 @@ PT_CXXFLAGS := -std=c++17 -O2 -g -fPIC -pthread -Wall -Wextra -Werror -D_GLIBCXX
   -Iinclude -isystem /usr/include/torch/csrc/api/include -isystem $(PT_PYINC)
 PT_LIBS := -ltorch_python -ltorch -ltorch_cpu -lc10
 
-.PHONY: pytorch
+# make install puts the package where Debian's python3 looks: /usr/lib/python3/dist-packages
+# for PREFIX=/usr, else PREFIX/lib/python3.X/dist-packages (/usr/local's is on its path).
+PT_PYVER := $(shell $(TORCH_PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/$(PT_PYVER)/dist-packages)
+
+.PHONY: pytorch install-pytorch uninstall-pytorch
+uninstall-pytorch:
+	rm -rf $(DESTDIR)$(PYTHONDIR)/weft_torch
 ifeq ($(HAVE_TORCH),yes)
 pytorch: $(PT_MODULE) $(PT_PY)
+
+install-pytorch: pytorch
+	install -d $(DESTDIR)$(PYTHONDIR)/weft_torch
+	install -m 644 $(PT_PY) $(DESTDIR)$(PYTHONDIR)/weft_torch/
+	install -m 755 $(PT_MODULE) $(DESTDIR)$(PYTHONDIR)/weft_torch/
 
 $(PT_DIR)/obj/%.o: bindings/pytorch/src/%.cpp $(wildcard bindings/pytorch/src/*.hpp) include/weft.h
 	@mkdir -p $(dir $@)
@@ -41,6 +53,7 @@ $(PT_DIR)/weft_torch/%.py: bindings/pytorch/weft_torch/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
 else
+install-pytorch:
 pytorch:
 	@echo "pytorch: torch, its C++ headers or pybind11 not installed; the weft backend is not built (install-deps.sh installs python3-torch libtorch-dev pybind11-dev)"
 endif
