@@ -66,8 +66,10 @@ EXAMPLE_BINS := $(patsubst docs/examples/%.c,$(BUILD)/examples/%,$(wildcard docs
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
+include bindings/pytorch/pytorch.mk
+
 .PHONY: all lib tools benches tests bench check check-layering deps install uninstall clean env-doc FORCE fuzz fuzz-build check-asan check-tsan
-all: lib tools benches tests
+all: lib tools benches tests pytorch
 tools: $(TOOL_BINS)
 lib: $(BUILD)/libweft.so $(BUILD)/$(SONAME) $(BUILD)/libweft.a
 benches: $(BENCH_BINS) $(EXAMPLE_BINS)
@@ -212,7 +214,7 @@ check-tsan: $(DEPS_STAMP)
 # PREFIX, LIBDIR, INCLUDEDIR, BINDIR as a distribution sets them; DESTDIR stages a package.
 INSTALLED := $(LIBDIR)/$(SOFILE) $(LIBDIR)/$(SONAME) $(LIBDIR)/libweft.so $(LIBDIR)/libweft.a \
   $(INCLUDEDIR)/weft.h $(LIBDIR)/pkgconfig/weft.pc $(patsubst $(BUILD)/tools/%,$(BINDIR)/%,$(TOOL_BINS))
-install: lib tools
+install: lib tools install-pytorch
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR)
 	install -m 755 $(TOOL_BINS) $(DESTDIR)$(BINDIR)/
 	install -m 755 $(BUILD)/$(SOFILE) $(DESTDIR)$(LIBDIR)/$(SOFILE)
@@ -222,7 +224,7 @@ install: lib tools
 	install -m 644 include/weft.h $(DESTDIR)$(INCLUDEDIR)/weft.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
 	  -e 's|@VERSION@|$(VERSION)|g' weft.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/weft.pc
-uninstall:
+uninstall: uninstall-pytorch
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 
 clean:
