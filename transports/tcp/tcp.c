@@ -55,6 +55,23 @@ static weftResult_t tcpReadShape(struct tcpShape *shape) {
   return weftSuccess;
 }
 
+/* The topology's NIC for this rank (lib/topo_decide.c) instead of the bootstrap's interface,
+ * where there was a choice to make (WEFT_NET_DEVICES, or a host with several NICs) and this
+ * machine has an interface of that name up with an address of the same family. */
+static void tcpPreferNic(const struct weftComm *comm, union weftSockAddr *addr) {
+  const struct weftTopoDev *nic = weftTopoMyNic(comm);
+  if (nic == NULL || (*weftParamNetDevices() == '\0' && comm->topoHost->nnics < 2)) return;
+  union weftSockAddr there;
+  char name[WEFT_SOCK_NAME_MAX];
+  if (weftSocketAddrOfInterface(nic->name, addr->sa.sa_family, &there) != 0) {
+    INFO(WEFT_TOPO, "tcp: NIC %s has no usable address here; listening on %s", nic->name,
+         weftSockAddrName(addr, name));
+    return;
+  }
+  *addr = there;
+  INFO(WEFT_TOPO, "tcp: listening on NIC %s (%s)", nic->name, weftSockAddrName(addr, name));
+}
+
 /* The listener binds the interface the bootstrap picked for this rank (WEFT_SOCKET_IFNAME,
  * or the one toward the root), so both kinds of socket take the same network. */
 static weftResult_t tcpPickBindAddr(struct weftComm *comm, union weftSockAddr *addr) {
@@ -65,6 +82,7 @@ static weftResult_t tcpPickBindAddr(struct weftComm *comm, union weftSockAddr *a
     char ifname[64];
     WEFTCHECK(weftSocketPickInterface(weftSocketFamily(), addr, ifname, sizeof ifname));
   }
+  tcpPreferNic(comm, addr);
   if (addr->sa.sa_family == AF_INET6)
     addr->sin6.sin6_port = 0;
   else
