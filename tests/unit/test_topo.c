@@ -21,6 +21,7 @@ TestSuite(topo_model, .timeout = 30);
 TestSuite(topo_decide, .timeout = 30);
 TestSuite(topo_files, .timeout = 30);
 TestSuite(topo_job, .timeout = 60);
+TestSuite(topo_tool, .timeout = 30);
 
 /* tests/data/name of the source tree: beside the binary's build/tests/unit/, else from the
  * current directory. */
@@ -461,4 +462,72 @@ Test(topo_job, ring_follows_injected_packages) {
             "rank 1 on package 1 uses eth1:\n%s", json);
   cr_expect(strstr(json, "\"nranks\": 4") && strstr(json, "\"trees\": [{\"root\": "), "%s", json);
   unlink(graph);
+}
+
+/* ---- weft-topo ---- */
+
+/* build/tools/weft-topo beside this binary (build/tests/unit/test_topo), run with args; its
+ * output (stdout and stderr) in a static buffer, its exit status in *status. */
+static const char *runTool(const char *args, int *status) {
+  char exe[512], cmd[2048];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  cr_assert_gt(n, 0);
+  exe[n] = '\0';
+  for (int up = 0; up < 3; up++) *strrchr(exe, '/') = '\0'; /* test_topo, unit, tests */
+  snprintf(cmd, sizeof cmd, "%s/tools/weft-topo", exe);
+  if (access(cmd, X_OK) != 0) cr_skip_test("[needs build/tools/weft-topo] run make tools first");
+  snprintf(cmd, sizeof cmd, "%s/tools/weft-topo %s 2>&1", exe, args);
+  FILE *p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  static char out[1 << 16];
+  size_t len = fread(out, 1, sizeof out - 1, p);
+  out[len] = '\0';
+  *status = pclose(p);
+  return out;
+}
+
+static void expectHas(const char *out, const char *what) {
+  cr_expect(strstr(out, what) != NULL, "weft-topo output lacks \"%s\":\n%s", what, out);
+}
+
+Test(topo_tool, host_and_job) {
+  char args[1024];
+  int st;
+  snprintf(args, sizeof args, "-i %s --hosts 1 --ranks-per-host 8", dataPath("topo-2s4n-8gpu-4nic.xml"));
+  const char *out = runTool(args, &st);
+  cr_expect_eq(st, 0, "exit status %d", st);
+  expectHas(out, "2 packages, 4 NUMA nodes, 4 last-level caches, 16 cores, 32 PUs, 8 GPUs, 4 NICs");
+  expectHas(out, "NIC eth1       0000:21:03.0  package 0, NUMA node 1, host bridge 2, PCI switch 3, RDMA mlx5_1");
+  expectHas(out, "rank   1: host 0, core 8, NUMA node 2, package 1, NIC eth2 (NUMA node)");
+  expectHas(out, "Ring (2 package crossings): 0 2 4 6 1 3 5 7\n");
+  expectHas(out, "Ring in rank order (without topology) (8 package crossings): 0 1 2 3 4 5 6 7\n");
+  expectHas(out, "Tree 0 (root 7), parent of each rank: 1 3 1 7 5 3 5 -1\n");
+  const char *table = strstr(out, "Predicted AllReduce time");
+  cr_assert_not_null(table, "%s", out);
+  cr_expect(strstr(table, "ring") && strstr(table, "direct") && strstr(table, "tree"), "%s", table);
+  cr_expect(strstr(table, "\n  268435456 ") != NULL, "a line for 256 MiB:\n%s", table);
+  cr_expect(strstr(table, "n/a") != NULL, "hier cannot run on one host:\n%s", table);
+}
+
+Test(topo_tool, json_and_fallback_and_refusal) {
+  char args[1024];
+  int st;
+  snprintf(args, sizeof args, "-i %s --hosts 2 --ranks-per-host 4 --json", dataPath("topo-2s2n-2nic-gpu.xml"));
+  const char *out = runTool(args, &st);
+  cr_expect_eq(st, 0);
+  expectHas(out, "\"nranks\": 8,\n  \"nhosts\": 2,");
+  expectHas(out, "\"order\": [0, 2, 1, 3, 4, 6, 5, 7], \"packageCrossings\": 2");
+  expectHas(out, "{\"rank\": 1, \"host\": 0, \"core\": 4, \"cores\": 1, \"numa\": 1, \"package\": 1, "
+                 "\"bound\": true, \"nic\": \"eth1\"");
+  snprintf(args, sizeof args, "-i %s", dataPath("topo-vm.xml"));
+  out = runTool(args, &st);
+  cr_expect_eq(st, 0);
+  expectHas(out, "NIC eth0       0000:00:01.0  locality unknown");
+  expectHas(out, "Missing (fallbacks): no NUMA information (one node assumed); no PCI locality for eth0");
+  out = runTool("-i /nonexistent.xml", &st);
+  cr_expect_neq(st, 0, "a file hwloc cannot read fails");
+  expectHas(out, "\"/nonexistent.xml\": hwloc cannot");
+  out = runTool("--hosts 0 --ranks-per-host 2", &st);
+  cr_expect_neq(st, 0);
+  expectHas(out, "usage: weft-topo");
 }
