@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core.h"
 #include "forked.h"
+#include "shmseg.h"
 #include "harness.h"
 #include "topo.h"
 
@@ -275,6 +277,28 @@ Test(topo_decide, fifo_numa_node_is_the_readers) {
   cr_expect_eq(weftTopoMemNode(h, &p), -1, "one NUMA node: nothing to bind");
   weftTopoHostFree(h);
   cr_expect_eq(weftTopoBindMemory(NULL, 0, -1), 0, "node -1 binds nothing");
+}
+
+/* The binding itself, on a shared segment as the shm transport makes them: node 0 (which every
+ * machine has) becomes the segment's preferred node; a node that does not exist is an error
+ * the caller logs, the memory staying usable. */
+Test(topo_decide, fifo_binding_takes) {
+  char name[WEFT_SHM_NAME_BYTES];
+  void *p = NULL;
+  size_t bytes = 1 << 16;
+  cr_assert_eq(weftShmCreate(bytes, name, &p), weftSuccess, "%s", weftGetLastError(NULL));
+  weftShmUnlink(name);
+  cr_assert_eq(weftTopoBindMemory(p, bytes, 0), 0, "mbind to node 0");
+  int mode = -1;
+  unsigned long mask[16] = {0};
+  long rc = syscall(SYS_get_mempolicy, &mode, mask, sizeof mask * 8, p, 2UL /* MPOL_F_ADDR */);
+  cr_expect_eq(rc, 0, "get_mempolicy");
+  cr_expect_eq(mode, 1 /* MPOL_PREFERRED */, "policy %d", mode);
+  cr_expect_eq(mask[0] & 1, 1UL, "node 0 preferred");
+  cr_expect_neq(weftTopoBindMemory(p, bytes, 1000), 0, "node 1000 does not exist");
+  memset(p, 7, bytes);
+  cr_expect_eq(((unsigned char *)p)[bytes - 1], 7, "still usable");
+  weftShmUnmap(p, bytes);
 }
 
 Test(topo_decide, progress_thread_cpus) {

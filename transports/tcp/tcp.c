@@ -55,12 +55,24 @@ static weftResult_t tcpReadShape(struct tcpShape *shape) {
   return weftSuccess;
 }
 
+/* Whether the topology's NIC may replace the bootstrap's interface: WEFT_NET_DEVICES asks for
+ * it; else only a host with several NICs whose locality is known (a multi-rail server), and
+ * never over an interface the user named (WEFT_SOCKET_IFNAME). */
+static int tcpNicFits(const struct weftComm *comm) {
+  if (*weftParamNetDevices() != '\0') return 1;
+  if (*weftParamSocketIfname() != '\0') return 0;
+  int located = 0;
+  for (int i = 0; i < comm->topoHost->ndevs; i++)
+    located += comm->topoHost->devs[i].kind == WEFT_TOPO_NIC && comm->topoHost->devs[i].localityKnown;
+  return located >= 2;
+}
+
 /* The topology's NIC for this rank (lib/topo_decide.c) instead of the bootstrap's interface,
- * where there was a choice to make (WEFT_NET_DEVICES, or a host with several NICs) and this
- * machine has an interface of that name up with an address of the same family. */
+ * where it fits and this machine has an interface of that name up with an address of the
+ * same family. The peers dial what the listener published, so both directions follow. */
 static void tcpPreferNic(const struct weftComm *comm, union weftSockAddr *addr) {
   const struct weftTopoDev *nic = weftTopoMyNic(comm);
-  if (nic == NULL || (*weftParamNetDevices() == '\0' && comm->topoHost->nnics < 2)) return;
+  if (nic == NULL || !tcpNicFits(comm)) return;
   union weftSockAddr there;
   char name[WEFT_SOCK_NAME_MAX];
   if (weftSocketAddrOfInterface(nic->name, addr->sa.sa_family, &there) != 0) {
