@@ -181,29 +181,43 @@ static weftResult_t fromTopology(hwloc_topology_t topo, struct weftTopoHost *hos
   return exportXml(topo, host);
 }
 
-/* hwloc with I/O objects: PCI devices that matter (GPUs, NICs) and the bridges above them. */
-static weftResult_t openTopology(const char *path, hwloc_topology_t *topo) {
+/* hwloc with I/O objects: PCI devices that matter (GPUs, NICs) and the bridges above them.
+ * Detection that fails with them is retried without (no PCI devices then: a fallback). */
+/* This machine's topology (with I/O objects or not); 0, or -1 with errno. */
+static int openTopologyWith(hwloc_topology_t *topo, int io) {
+  if (hwloc_topology_init(topo) != 0) return -1;
+  if (io) hwloc_topology_set_io_types_filter(*topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (hwloc_topology_load(*topo) == 0 && hwloc_get_nbobjs_by_type(*topo, HWLOC_OBJ_PU) > 0) return 0;
+  int err = errno;
+  hwloc_topology_destroy(*topo);
+  errno = err;
+  return -1;
+}
+
+static weftResult_t openDetected(hwloc_topology_t *topo) {
+  if (openTopologyWith(topo, 1) == 0) return weftSuccess;
+  if (openTopologyWith(topo, 0) != 0) return weftSetSysError(errno, "topology: hwloc cannot detect this machine");
+  WARN("topology: hwloc cannot detect this machine's PCI devices; detected without them");
+  return weftSuccess;
+}
+
+/* WEFT_TOPO_FILE: refused with the reason when hwloc cannot read it, never replaced. */
+static weftResult_t openFile(const char *path, hwloc_topology_t *topo) {
   if (hwloc_topology_init(topo) != 0) return weftSetSysError(errno, "topology: hwloc_topology_init failed");
   hwloc_topology_set_io_types_filter(*topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  if (path != NULL && hwloc_topology_set_xml(*topo, path) != 0) {
-    int err = errno;
-    hwloc_topology_destroy(*topo);
-    return weftSetError(weftInvalidArgument, "WEFT_TOPO_FILE=\"%s\": hwloc cannot open it as XML (%s)",
-                        path, strerror(err));
-  }
-  if (hwloc_topology_load(*topo) != 0) {
-    int err = errno;
-    hwloc_topology_destroy(*topo);
-    if (path != NULL)
-      return weftSetError(weftInvalidArgument, "WEFT_TOPO_FILE=\"%s\" is not a topology hwloc can "
-                          "read (%s); fix or unset it", path, strerror(err));
-    return weftSetSysError(err, "topology: hwloc cannot detect this machine");
-  }
-  if (hwloc_get_nbobjs_by_type(*topo, HWLOC_OBJ_PU) <= 0) {
-    hwloc_topology_destroy(*topo);
-    return weftSetError(weftInvalidArgument, "WEFT_TOPO_FILE=\"%s\" describes no processing unit", path ? path : "");
-  }
-  return weftSuccess;
+  const char *why = NULL;
+  int err = 0;
+  if (hwloc_topology_set_xml(*topo, path) != 0) why = "hwloc cannot open it as XML", err = errno;
+  else if (hwloc_topology_load(*topo) != 0) why = "it is not a topology hwloc can read", err = errno;
+  else if (hwloc_get_nbobjs_by_type(*topo, HWLOC_OBJ_PU) <= 0) why = "it describes no processing unit";
+  if (why == NULL) return weftSuccess;
+  hwloc_topology_destroy(*topo);
+  return weftSetError(weftInvalidArgument, "WEFT_TOPO_FILE=\"%s\": %s%s%s%s; fix or unset it", path, why,
+                      err ? " (" : "", err ? strerror(err) : "", err ? ")" : "");
+}
+
+static weftResult_t openTopology(const char *path, hwloc_topology_t *topo) {
+  return path == NULL ? openDetected(topo) : openFile(path, topo);
 }
 
 weftResult_t weftTopoHostLoad(const char *path, struct weftTopoHost **out) {

@@ -11,15 +11,30 @@
 #include "log.h"
 #include "param.h"
 
+/* A device name as a JSON string's content: names come from hwloc or a user's XML, so anything
+ * but the characters interface names use is written as '?'. */
+static const char *jsonName(const char *name, char *out, size_t len) {
+  size_t i = 0;
+  for (; name[i] != '\0' && i + 1 < len; i++) {
+    char c = name[i];
+    int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '_' || c == '-' || c == '.' || c == ':';
+    out[i] = plain ? c : '?';
+  }
+  out[i] = '\0';
+  return out;
+}
+
 static void writeRanks(const struct weftTopoGraph *g, FILE *f) {
   fprintf(f, "  \"ranks\": [\n");
   for (int r = 0; r < g->n; r++) {
     const struct weftTopoPlace *p = &g->places[r];
     const struct weftTopoNicInfo *nic = &g->nics[r];
+    char name[WEFT_TOPO_NAME_BYTES];
     fprintf(f, "    {\"rank\": %d, \"host\": %d, \"core\": %d, \"cores\": %d, \"numa\": %d, "
             "\"package\": %d, \"bound\": %s, \"nic\": \"%s\", \"nicDistance\": \"%s\", "
             "\"nicSpeedMbps\": %d}%s\n", r, g->hostOf[r], p->core, p->ncores, p->numa, p->package,
-            p->bound ? "true" : "false", nic->name, weftTopoDistName((enum weftTopoDist)nic->dist),
+            p->bound ? "true" : "false", jsonName(nic->name, name, sizeof name), weftTopoDistName((enum weftTopoDist)nic->dist),
             nic->speedMbps, r + 1 < g->n ? "," : "");
   }
   fprintf(f, "  ],\n");
