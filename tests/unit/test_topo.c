@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "core.h"
 #include "forked.h"
 #include "shmseg.h"
@@ -464,7 +465,7 @@ static void jobMain(void *shared, weftUniqueId id, int rank, int nranks) {
 }
 
 Test(topo_job, ring_follows_injected_packages) {
-  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) cr_skip_test("[needs 2 CPUs] ranks bind to CPUs 0 and 1");
+  SKIP_UNLESS("cpu01"); /* ranks bind to CPUs 0 and 1 */
   char graph[] = "/tmp/weft-topo-graph-XXXXXX";
   int fd = mkstemp(graph);
   cr_assert_geq(fd, 0);
@@ -499,7 +500,7 @@ static const char *runTool(const char *args, int *status) {
   exe[n] = '\0';
   for (int up = 0; up < 3; up++) *strrchr(exe, '/') = '\0'; /* test_topo, unit, tests */
   snprintf(cmd, sizeof cmd, "%s/tools/weft-topo", exe);
-  if (access(cmd, X_OK) != 0) cr_skip_test("[needs build/tools/weft-topo] run make tools first");
+  cr_assert_eq(access(cmd, X_OK), 0, "%s is not built (make tools; make check builds it)", cmd);
   snprintf(cmd, sizeof cmd, "%s/tools/weft-topo %s 2>&1", exe, args);
   FILE *p = popen(cmd, "r");
   cr_assert_not_null(p);
