@@ -183,9 +183,15 @@ static weftResult_t fromTopology(hwloc_topology_t topo, struct weftTopoHost *hos
 
 /* hwloc with I/O objects: PCI devices that matter (GPUs, NICs) and the bridges above them.
  * Detection that fails with them is retried without (no PCI devices then: a fallback). */
-/* This machine's topology (with I/O objects or not); 0, or -1 with errno. */
+/* This machine's topology (with I/O objects or not); 0, or -1 with errno. The linux backend
+ * reads the PCI tree from sysfs itself; hwloc's pci plugin (libpciaccess) finds the same
+ * devices and leaks at every load (LeakSanitizer fails every test that inits), gl would open
+ * the X display and opencl start the OpenCL runtimes, so those three are left out. */
 static int openTopologyWith(hwloc_topology_t *topo, int io) {
+  static const char *const skipped[] = {"pci", "gl", "opencl"};
   if (hwloc_topology_init(topo) != 0) return -1;
+  for (size_t i = 0; io && i < sizeof skipped / sizeof skipped[0]; i++)
+    (void)hwloc_topology_set_components(*topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, skipped[i]);
   if (io) hwloc_topology_set_io_types_filter(*topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   if (hwloc_topology_load(*topo) == 0 && hwloc_get_nbobjs_by_type(*topo, HWLOC_OBJ_PU) > 0) return 0;
   int err = errno;

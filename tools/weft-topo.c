@@ -92,6 +92,13 @@ static void printJob(const struct job *j) {
   }
   printOrder("Ring", j, j->ring);
   printOrder("Ring in rank order (without topology)", j, j->naive);
+  /* every ring link carries 2(n-1)/n of an AllReduce's bytes; those that cross packages put
+   * it on the link between the sockets */
+  double perLink = j->n > 1 ? 2.0 * (j->n - 1) / j->n : 0;
+  int aware = weftTopoPackageCrossings(j->places, j->hostOf, j->ring, j->n);
+  int naive = weftTopoPackageCrossings(j->places, j->hostOf, j->naive, j->n);
+  printf("Inter-package traffic of one AllReduce of B bytes, all hosts: %.2f B (rank order: %.2f B)\n",
+         aware * perLink, naive * perLink);
   for (int t = 0; t < 2; t++) {
     printf("Tree %d (root %d), parent of each rank:", t, weftTreeRootOf(t, j->n));
     for (int v = 0; v < j->n; v++) {

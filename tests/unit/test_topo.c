@@ -86,7 +86,7 @@ Test(topo_model, counts_of_the_8_gpu_server) {
   cr_expect_eq(h->nnics, 4);
   cr_expect_str_empty(h->missing, "nothing is missing, got \"%s\"", h->missing);
   for (int i = 0; i < 4; i++) {
-    char eth[8], mlx[8];
+    char eth[24], mlx[24];
     snprintf(eth, sizeof eth, "eth%d", i);
     snprintf(mlx, sizeof mlx, "mlx5_%d", i);
     const struct weftTopoDev *d = &h->devs[nicIndex(h, eth)];
@@ -214,7 +214,7 @@ Test(topo_decide, nic_closest_and_spread) {
   for (int i = 0; i < 4; i++) placeOnCore(h, 4 * i + 1, &places[i]);
   weftTopoChooseNics(h, places, 4, "", nic);
   for (int i = 0; i < 4; i++) {
-    char eth[8];
+    char eth[24];
     snprintf(eth, sizeof eth, "eth%d", i);
     cr_expect_eq(nic[i], nicIndex(h, eth), "rank on NUMA node %d: %s", i, nic[i] >= 0 ? h->devs[nic[i]].name : "none");
   }
@@ -226,7 +226,7 @@ Test(topo_decide, nic_closest_and_spread) {
   int uses[WEFT_TOPO_MAX_DEVS] = {0};
   for (int i = 0; i < 8; i++) uses[nic[i]]++;
   for (int i = 0; i < 4; i++) {
-    char eth[8];
+    char eth[24];
     snprintf(eth, sizeof eth, "eth%d", i);
     cr_expect_eq(uses[nicIndex(h, eth)], 2, "8 unbound ranks: 2 on %s", eth);
   }
@@ -527,6 +527,7 @@ Test(topo_tool, host_and_job) {
   expectHas(out, "Ring (2 package crossings): 0 2 4 6 1 3 5 7\n");
   expectHas(out, "Ring in rank order (without topology) (8 package crossings): 0 1 2 3 4 5 6 7\n");
   expectHas(out, "Tree 0 (root 7), parent of each rank: 1 3 1 7 5 3 5 -1\n");
+  expectHas(out, "Inter-package traffic of one AllReduce of B bytes, all hosts: 3.50 B (rank order: 14.00 B)\n");
   const char *table = strstr(out, "Predicted AllReduce time");
   cr_assert_not_null(table, "%s", out);
   cr_expect(strstr(table, "ring") && strstr(table, "direct") && strstr(table, "tree"), "%s", table);
