@@ -71,7 +71,8 @@ static void chooseWaitStrategy(struct weftComm *comm) {
 static weftResult_t exchangePeerInfo(struct weftComm *comm) {
   comm->peers = calloc((size_t)comm->nranks, sizeof *comm->peers);
   if (comm->peers == NULL) return weftSetError(weftSystemError, "out of memory");
-  WEFTCHECK(weftTopoFillPeerInfo(&comm->peers[comm->rank], comm->rank));
+  WEFTCHECK(weftTopoHostGet(&comm->topoHost));
+  WEFTCHECK(weftTopoFillPeerInfo(&comm->peers[comm->rank], comm->rank, comm->topoHost));
   WEFTCHECK(weftBootstrapAllGather(comm->boot, comm->peers, sizeof *comm->peers, weftDeadline(comm)));
   for (int r = 0; r < comm->nranks; r++) weftTopoParsePeerInfo(&comm->peers[r]);
   return weftSuccess;
@@ -97,6 +98,8 @@ static void commFree(struct weftComm *comm) {
   if (comm->boot != NULL) weftBootstrapClose(comm->boot);
   free(comm->localRanks);
   free(comm->peers);
+  free(comm->nics);
+  weftTopoHostPut(comm->topoHost);
   weftSplitFree(comm->split);
   free(comm->watchSeen);
   weftRedOpsFree(comm->redOps);
@@ -125,11 +128,13 @@ static weftResult_t commInitBody(struct weftComm *comm) {
     WEFTCHECK(weftBootstrapInit(&comm->initId, comm->rank, comm->nranks, weftDeadline(comm), &comm->boot));
   WEFTCHECK(exchangePeerInfo(comm));
   WEFTCHECK(findLocalRanks(comm));
+  WEFTCHECK(weftTopoJobInit(comm));
   chooseWaitStrategy(comm);
   WEFTCHECK(weftTransportsInit(comm));
   WEFTCHECK(weftRingConnect(comm));
   WEFTCHECK(algosInit(comm));
   WEFTCHECK(weftTuneInit(comm));
+  WEFTCHECK(weftTopoGraphDump(comm));
   comm->initDone = 1;
   INFO(WEFT_INIT, "rank %d of %d ready: %d hosts, %d ranks on this host", comm->rank, comm->nranks,
        comm->nHosts, comm->nLocalRanks);

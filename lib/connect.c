@@ -292,24 +292,32 @@ void weftRingClose(struct weftRing *ring) {
 }
 
 /* Ranks grouped by host (hosts in order of their first rank), so the ring crosses between
- * hosts once per host instead of once per rank. */
+ * hosts once per host instead of once per rank; inside a host, ordered by package, NUMA node
+ * and core from the all-gathered places (lib/topo_place.c), so it crosses between packages
+ * once per package boundary. Every rank derives the same order from the same peer table. */
 weftResult_t weftRingConnect(struct weftComm *comm) {
   int n = comm->nranks, k = 0;
   int *order = malloc(sizeof(int) * (size_t)n);
   char *placed = calloc((size_t)n, 1);
-  if (order == NULL || placed == NULL) {
+  struct weftTopoPlace *places = malloc(sizeof *places * (size_t)n);
+  if (order == NULL || placed == NULL || places == NULL) {
     free(order);
     free(placed);
+    free(places);
     return weftSetError(weftSystemError, "out of memory");
   }
+  for (int r = 0; r < n; r++) places[r] = comm->peers[r].place;
   for (int r = 0; r < n; r++) {
     if (placed[r]) continue;
+    int first = k;
     for (int q = r; q < n; q++)
       if (!placed[q] && comm->peers[q].hostHash == comm->peers[r].hostHash) {
         order[k++] = q;
         placed[q] = 1;
       }
+    weftTopoOrderHost(places, order + first, k - first);
   }
+  free(places);
   weftResult_t rc = weftRingSetup(comm, &comm->ring, order, n, WEFT_TAG_RING);
   free(order);
   free(placed);

@@ -64,6 +64,8 @@ struct weftComm {
   int *localRanks;            /* ranks of my host, ascending */
   int nHosts;
   struct weftPeerInfo *peers; /* indexed by rank */
+  const struct weftTopoHost *topoHost; /* this host's model (lib/topo.h), a reference */
+  struct weftTopoNicInfo *nics;        /* indexed by rank: the NIC each uses (lib/topo_job.c) */
   struct weftBootstrap *boot;
 
   int64_t timeoutMs;
@@ -185,14 +187,40 @@ weftResult_t weftConfigRead(const weftConfig_t *config, int *blocking, int64_t *
 weftResult_t weftSplitBootstrap(struct weftComm *comm);
 void weftSplitFree(struct weftSplit *split);
 
-/* Topology (lib/topo.c). */
-weftResult_t weftTopoFillPeerInfo(struct weftPeerInfo *me, int rank);
+/* Topology (lib/topo.c). host: this host's model, for me->place. */
+weftResult_t weftTopoFillPeerInfo(struct weftPeerInfo *me, int rank, const struct weftTopoHost *host);
 /* Parsers of bytes from outside (internal; exposed for tests/fuzz). A peer's info as received
  * from the bootstrap: terminates its strings so they can be printed. The first line of the
  * boot id file's textLen bytes, NUL-terminated in out (len bytes). */
 void weftTopoParsePeerInfo(struct weftPeerInfo *peer);
 void weftTopoParseBootId(const char *text, size_t textLen, char *out, size_t len);
 int weftTopoCpuCount(void);
+
+/* The job's topology (lib/topo_job.c), after the peer info is exchanged: each rank's NIC,
+ * chosen on every host from its ranks' places, then all-gathered so every rank holds all. */
+struct weftTopoNicInfo {
+  char name[WEFT_TOPO_NAME_BYTES]; /* "" none */
+  int32_t dev;                      /* index in its host's model, -1 none */
+  int32_t speedMbps;                /* -1 unknown */
+  int32_t dist;                     /* enum weftTopoDist from the rank's cores or GPU */
+};
+weftResult_t weftTopoJobInit(struct weftComm *comm);
+/* The NIC device of this rank in its host's model, NULL none. */
+const struct weftTopoDev *weftTopoMyNic(const struct weftComm *comm);
+/* WEFT_GRAPH_DUMP_FILE (lib/topo_graph.c): rank 0 writes rings, trees and NICs as JSON. */
+weftResult_t weftTopoGraphDump(struct weftComm *comm);
+/* What the graph dump shows, as plain arrays of n entries each (weft-topo fills it without a
+ * communicator): each rank's host (0..), place and NIC, and the ring's order. */
+struct weftTopoGraph {
+  int n;
+  const int *hostOf;
+  const struct weftTopoPlace *places;
+  const struct weftTopoNicInfo *nics;
+  const int *ring;
+};
+/* The graph as JSON into f (a FILE *): ranks, the ring (and its package crossings), the
+ * tree algorithm's two trees (parent of each rank). */
+void weftTopoGraphWrite(const struct weftTopoGraph *g, void *f);
 
 /* Transports of a communicator, and ring setup and teardown (lib/connect.c). */
 weftResult_t weftTransportsInit(struct weftComm *comm);

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "reduce.h"
 #include "socket.h"
+#include "topo.h"
 #include "version.h"
 
 extern char **environ;

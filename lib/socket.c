@@ -232,6 +232,17 @@ static const struct ifaddrs *pickIface(const struct ifaddrs *list, int family, c
   return NULL;
 }
 
+int weftSocketAddrOfInterface(const char *ifname, int family, union weftSockAddr *addr) {
+  struct ifaddrs *list = NULL;
+  if (getifaddrs(&list) != 0) return -1;
+  char spec[80];
+  snprintf(spec, sizeof spec, "=%s", ifname);
+  const struct ifaddrs *ifa = findIface(list, family, spec, -1);
+  if (ifa != NULL) copyIface(ifa, addr, NULL, 0);
+  freeifaddrs(list);
+  return ifa != NULL ? 0 : -1;
+}
+
 static const char *familyName(int family) {
   return family == AF_INET ? "AF_INET" : family == AF_INET6 ? "AF_INET6" : "any family";
 }

@@ -45,6 +45,7 @@ void weftTopoParsePeerInfo(struct weftPeerInfo *peer) {
   peer->hostId[sizeof peer->hostId - 1] = '\0';
   peer->hostname[sizeof peer->hostname - 1] = '\0';
   if (peer->cpus < 1) peer->cpus = 1;
+  weftTopoPlaceSanitize(&peer->place);
 }
 
 static unsigned long long netnsInode(void) {
@@ -52,8 +53,9 @@ static unsigned long long netnsInode(void) {
   return stat("/proc/self/ns/net", &st) == 0 ? (unsigned long long)st.st_ino : 0ULL;
 }
 
-weftResult_t weftTopoFillPeerInfo(struct weftPeerInfo *me, int rank) {
+weftResult_t weftTopoFillPeerInfo(struct weftPeerInfo *me, int rank, const struct weftTopoHost *host) {
   memset(me, 0, sizeof *me);
+  weftTopoPlaceSelf(host, &me->place);
   me->rank = rank;
   me->pid = (int)getpid();
   me->cpus = weftTopoCpuCount();

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "weft.h"
+#include "topo.h"
 
 struct weftComm;
 
@@ -23,6 +24,7 @@ struct weftPeerInfo {
   char hostId[WEFT_HOSTID_BYTES];  /* what hostHash was computed from, for messages */
   char hostname[64];
   int cpus; /* processing units this rank may run on (hwloc) */
+  struct weftTopoPlace place; /* where it runs on its host's model (lib/topo.h) */
 };
 
 /* A link's performance, for the tuner's cost model (UCX-style performance attributes). */

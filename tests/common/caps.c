@@ -145,6 +145,14 @@ static int capCpu(const char *cap, char *why, size_t len) {
 #endif
 }
 
+/* CPUs 0 and 1 both in this process's affinity mask (tests that bind ranks to them). */
+static int capCpu01(char *why, size_t len) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return no(why, len, "sched_getaffinity failed");
+  return CPU_ISSET(0, &set) && CPU_ISSET(1, &set) ? 1 : no(why, len, "CPUs 0 and 1 are not both usable here");
+}
+
 int capHave(const char *cap, char *why, size_t len) {
   why[0] = '\0';
   if (strncmp(cap, "cmd:", 4) == 0)
@@ -153,6 +161,7 @@ int capHave(const char *cap, char *why, size_t len) {
   if (strcmp(cap, "netns") == 0) return capNetns(why, len);
   if (strcmp(cap, "ipv6") == 0) return capIpv6(why, len);
   if (strcmp(cap, "cma") == 0) return capCma(why, len);
+  if (strcmp(cap, "cpu01") == 0) return capCpu01(why, len);
   static const char *const cpu[] = {"x86", "f16c", "avx2", "avx512"};
   for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)
     if (strcmp(cap, cpu[i]) == 0) return capCpu(cap, why, len);

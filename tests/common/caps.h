@@ -5,8 +5,9 @@
  * fails a skip whose capability is present, and always fails a skip that names none.
  *
  * Capabilities: root, netns (new network namespaces holding a bridge and a veth pair), ipv6
- * (a loopback socket), cma (process_vm_readv between two sibling processes), x86, f16c, avx2
- * (with f16c), avx512 (f, bw, vl), and cmd:NAME (NAME is on PATH). */
+ * (a loopback socket), cma (process_vm_readv between two sibling processes), cpu01 (CPUs 0 and
+ * 1 both in the affinity mask), x86, f16c, avx2 (with f16c), avx512 (f, bw, vl), and cmd:NAME
+ * (NAME is on PATH). */
 #ifndef WEFT_TEST_CAPS_H_
 #define WEFT_TEST_CAPS_H_
 

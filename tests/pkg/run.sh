@@ -7,7 +7,8 @@
 #    defines functions with NCCL-shaped weft names (weftReduce), and a profiler that defines
 #    weftAllReduce reaches the library's through pweftAllReduce;
 #  - the installed weft-info prints the banner, the transports, the algorithms and every
-#    parameter, and exits 1 on a value the library refuses;
+#    parameter, and exits 1 on a value the library refuses; the installed weft-topo prints
+#    this host and a 2 x 2 job;
 #  - make uninstall DESTDIR=... removes every file install put there.
 # Usage: tests/pkg/run.sh BUILD (run from the repository root). Exits 0 when all hold.
 set -u
@@ -66,6 +67,17 @@ else
   [ $rc -eq 1 ] && grep -q 'WEFT_TIMEOUT_MS = "30s" (environment; default 300000)  NOT ALLOWED' <<<"$out" \
     && ok "weft-info lists transports, algorithms and every parameter, and flags a refused value" \
     || fail "weft-info -p with WEFT_TIMEOUT_MS=30s: exit $rc: $(grep WEFT_TIMEOUT_MS <<<"$out")"
+fi
+
+topo=$stage/usr/bin/weft-topo
+if [ ! -x "$topo" ]; then
+  fail "make install left no $topo"
+else
+  out=$("$topo" --hosts 2 --ranks-per-host 2 2>&1); rc=$?
+  [ $rc -eq 0 ] && grep -q "^Host (detected by hwloc): " <<<"$out" && grep -q "^Ring (" <<<"$out" \
+    && grep -q "^Predicted AllReduce time" <<<"$out" \
+    && ok "weft-topo prints this host, a 2 x 2 job's ring and the predicted times" \
+    || fail "weft-topo --hosts 2 --ranks-per-host 2: exit $rc: $out"
 fi
 
 export PKG_CONFIG_SYSROOT_DIR=$stage PKG_CONFIG_LIBDIR=$lib/pkgconfig

@@ -24,7 +24,7 @@ LAYERS = [
     # The entry points and the communicator's life: init, destroy, abort, failure, children.
     ("api", ["lib/comm", "lib/commfail", "lib/childcomm", "lib/shrink", "lib/split", "lib/grow",
              "lib/initall", "lib/coll", "lib/collcheck", "lib/collquery", "lib/group", "lib/fuse",
-             "lib/redop", "lib/settings", "lib/version"]),
+             "lib/redop", "lib/settings", "lib/version", "lib/topo_graph"]),
     # The choice of an algorithm per call, and the list it chooses from.
     ("tune", ["lib/tune", "lib/algospec", "lib/algo_registry"]),
     ("algorithms", ["algorithms/*"]),
@@ -34,11 +34,12 @@ LAYERS = [
     ("prims", ["lib/prims", "lib/sigwatch"]),
     ("transports", ["transports/*/*"]),
     # Leaf services that need the bootstrap or shared memory: who is gone, segments.
-    ("services", ["lib/liveness", "lib/shmseg"]),
+    ("services", ["lib/liveness", "lib/shmseg", "lib/topo_job"]),
     ("bootstrap", ["lib/bootstrap", "lib/boot_*"]),
     # Leaves: logging, parameters, sockets, clocks, errors, reductions, topology, names, handles.
     ("base", ["lib/log", "lib/param", "lib/socket", "lib/deadline", "lib/errors", "lib/reduce",
-              "lib/lowfloat", "lib/topo", "lib/collname", "lib/argcheck"]),
+              "lib/lowfloat", "lib/topo", "lib/topo_detect", "lib/topo_model",
+              "lib/topo_place", "lib/topo_decide", "lib/collname", "lib/argcheck"]),
 ]
 
 DEFINED = set("TDBRVWCGSiu")  # global definitions (weak, common, ifunc, unique included)

@@ -38,6 +38,8 @@ static const struct {
     {"WEFT_DEBUG_SUBSYS", "INIT,,TUNE", "a comma list of"},
     {"WEFT_DEBUG_SUBSYS", "IB", "a comma list of"}, /* no code logs under IB yet */
     {"WEFT_SHM_SLOTS", "lots", "an integer from 2 to 64"},
+    {"WEFT_NET_DEVICES", "eth0,,ib0", "a comma list of interface or RDMA device names"},
+    {"WEFT_NET_DEVICES", "^", "a comma list of interface or RDMA device names"},
     {"WEFT_SHM_SLOT_BYTES", "5000", "a multiple of 64"},
     {"WEFT_FLIGHT_RECORDER", "2", "0 or 1"},
     {"WEFT_SIMD", "7", "0 (portable)"},

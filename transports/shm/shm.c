@@ -120,6 +120,17 @@ static weftResult_t shmCanConnect(void *state, const struct weftPeerInfo *me,
   return weftSuccess;
 }
 
+/* The FIFO's pages on the NUMA node of its reader (this rank, which creates it): the sender
+ * writes each slot once, the reader reads it and then copies or reduces from it, and polls
+ * head. Only where the host has several NUMA nodes and this rank's binding lies in one. */
+static void bindToReader(const struct weftComm *comm, void *p, size_t bytes) {
+  int node = comm->topoHost != NULL ? weftTopoMemNode(comm->topoHost, &comm->peers[comm->rank].place) : -1;
+  int err = weftTopoBindMemory(p, bytes, node);
+  if (node >= 0)
+    INFO(WEFT_TOPO, "shm FIFO of %zu bytes on NUMA node %d%s%s", bytes, node, err ? ": mbind failed, " : "",
+         err ? strerror(err) : "");
+}
+
 static weftResult_t shmSetup(void *state, int peer, int dir, struct weftConn *c, void *blob) {
   struct shmState *s = state;
   struct shmConn *sc = calloc(1, sizeof *sc);
@@ -134,6 +145,7 @@ static weftResult_t shmSetup(void *state, int peer, int dir, struct weftConn *c,
   sc->mapBytes = fifoBytes(s->nslots, s->slotBytes);
   void *p = NULL;
   WEFTCHECK(weftShmCreate(sc->mapBytes, sc->name, &p));
+  bindToReader(s->comm, p, sc->mapBytes);
   sc->named = 1;
   sc->fifo = p;
   sc->data = fifoData(p);

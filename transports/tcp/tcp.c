@@ -55,6 +55,35 @@ static weftResult_t tcpReadShape(struct tcpShape *shape) {
   return weftSuccess;
 }
 
+/* Whether the topology's NIC may replace the bootstrap's interface: WEFT_NET_DEVICES asks for
+ * it; else only a host with several NICs whose locality is known (a multi-rail server), and
+ * never over an interface the user named (WEFT_SOCKET_IFNAME). */
+static int tcpNicFits(const struct weftComm *comm) {
+  if (*weftParamNetDevices() != '\0') return 1;
+  if (*weftParamSocketIfname() != '\0') return 0;
+  int located = 0;
+  for (int i = 0; i < comm->topoHost->ndevs; i++)
+    located += comm->topoHost->devs[i].kind == WEFT_TOPO_NIC && comm->topoHost->devs[i].localityKnown;
+  return located >= 2;
+}
+
+/* The topology's NIC for this rank (lib/topo_decide.c) instead of the bootstrap's interface,
+ * where it fits and this machine has an interface of that name up with an address of the
+ * same family. The peers dial what the listener published, so both directions follow. */
+static void tcpPreferNic(const struct weftComm *comm, union weftSockAddr *addr) {
+  const struct weftTopoDev *nic = weftTopoMyNic(comm);
+  if (nic == NULL || !tcpNicFits(comm)) return;
+  union weftSockAddr there;
+  char name[WEFT_SOCK_NAME_MAX];
+  if (weftSocketAddrOfInterface(nic->name, addr->sa.sa_family, &there) != 0) {
+    INFO(WEFT_TOPO, "tcp: NIC %s has no usable address here; listening on %s", nic->name,
+         weftSockAddrName(addr, name));
+    return;
+  }
+  *addr = there;
+  INFO(WEFT_TOPO, "tcp: listening on NIC %s (%s)", nic->name, weftSockAddrName(addr, name));
+}
+
 /* The listener binds the interface the bootstrap picked for this rank (WEFT_SOCKET_IFNAME,
  * or the one toward the root), so both kinds of socket take the same network. */
 static weftResult_t tcpPickBindAddr(struct weftComm *comm, union weftSockAddr *addr) {
@@ -65,6 +94,7 @@ static weftResult_t tcpPickBindAddr(struct weftComm *comm, union weftSockAddr *a
     char ifname[64];
     WEFTCHECK(weftSocketPickInterface(weftSocketFamily(), addr, ifname, sizeof ifname));
   }
+  tcpPreferNic(comm, addr);
   if (addr->sa.sa_family == AF_INET6)
     addr->sin6.sin6_port = 0;
   else

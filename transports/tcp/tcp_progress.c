@@ -5,6 +5,8 @@
  * block, the listener, handshakes in progress, and an eventfd that a caller writes only after
  * seeing `sleeping` set, so a busy FIFO costs no system call to wake anyone. */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,6 +227,24 @@ static void *tcpThreadMain(void *arg) {
   return NULL;
 }
 
+/* The progress thread on the cores local to this rank's NIC, when the model is this machine's
+ * and the process is not bound (a user's or launcher's binding is never overridden). */
+static void bindNearNic(struct tcpState *s) {
+  const struct weftComm *comm = s->comm;
+  const struct weftTopoDev *nic = weftTopoMyNic(comm);
+  uint8_t cpus[WEFT_TOPO_CPUSET_BYTES];
+  if (nic == NULL || comm->topoHost->fromFile ||
+      weftTopoDevCpus(comm->topoHost, &comm->peers[comm->rank].place, nic, cpus, sizeof cpus) == 0)
+    return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int p = 0; p < (int)sizeof cpus * 8 && p < CPU_SETSIZE; p++)
+    if ((cpus[p / 8] >> (p % 8)) & 1) CPU_SET(p, &set);
+  int rc = pthread_setaffinity_np(s->thread, sizeof set, &set);
+  INFO(WEFT_TOPO, "tcp progress thread bound to the %d PUs near %s%s", CPU_COUNT(&set), nic->name,
+       rc ? " failed" : "");
+}
+
 weftResult_t weftTcpStart(struct tcpState *s) {
   if (s->started) return weftSuccess;
   s->wakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -240,6 +260,7 @@ weftResult_t weftTcpStart(struct tcpState *s) {
     return weftSetSysError(rc, "tcp: cannot start the progress thread");
   }
   pthread_setname_np(s->thread, "weft-tcp");
+  bindNearNic(s);
   s->started = 1;
   return weftSuccess;
 }
