@@ -66,6 +66,8 @@ EXAMPLE_BINS := $(patsubst docs/examples/%.c,$(BUILD)/examples/%,$(wildcard docs
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
+# pytorch.mk defines targets: `make` alone must still build everything, not its first one.
+.DEFAULT_GOAL := all
 include bindings/pytorch/pytorch.mk
 
 .PHONY: all lib tools benches tests bench check check-layering deps install uninstall clean env-doc FORCE fuzz fuzz-build check-asan check-tsan
