@@ -96,6 +96,12 @@ void WorkQueue::loop() {
   for (;;) {
     cv_.wait(lock, [this] { return (!running_ && !pending_.empty()) || (stopping_ && !running_); });
     if (pending_.empty()) return;  // stopping, and everything queued has run
+    // A blocking call's caller is about to wait() and run the work itself (runIfNext): let it,
+    // rather than race it for the core and hand the result back through two wake-ups.
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+    if (running_ || pending_.empty()) continue;
     c10::intrusive_ptr<WeftWork> next = std::move(pending_.front());
     pending_.pop_front();
     running_ = true;
