@@ -244,18 +244,11 @@ static long ringRootMismatchBody(weftComm_t comm, int rank, int n, void *arg) {
   weftColl_t coll = *(const weftColl_t *)arg;
   float send[64], recv[64];
   for (int i = 0; i < 64; i++) send[i] = (float)rank;
-  int root = rank == n - 1 ? 1 : 0;
-  weftResult_t rc = coll == weftCollBroadcast
-                        ? weftBroadcast(send, recv, 64, weftFloat32, root, comm, NULL)
-                        : weftReduce(send, recv, 64, weftFloat32, weftSum, root, comm, NULL);
-  const char *name = weftCollName(coll), *op = coll == weftCollBroadcast ? "" : ", sum";
-  char call0[96], call1[96];
-  snprintf(call0, sizeof call0, "%s(count 64, float%s, root 0)", name, op);
-  snprintf(call1, sizeof call1, "%s(count 64, float%s, root 1)", name, op);
-  const char *msg = weftGetLastError(comm);
-  int named = rc == weftInvalidUsage && strstr(msg, call0) != NULL && strstr(msg, call1) != NULL;
+  int root, named;
+  weftResult_t rc = rootDisagreeingCall(comm, rank, n, coll, send, recv, &root, &named);
   if (n == 2 && !named) {
-    fprintf(stderr, "rank %d: %s with root %d: rc %d: %s\n", rank, name, root, rc, msg);
+    fprintf(stderr, "rank %d: %s with root %d: rc %d: %s\n", rank, weftCollName(coll), root, rc,
+            weftGetLastError(comm));
     return 1;
   }
   if (rc != weftSuccess) return !named && rc != weftRemoteError;

@@ -246,3 +246,17 @@ long p2pRootedBody(weftComm_t comm, int rank, int n, void *arg) {
   return bad;
 }
 
+weftResult_t rootDisagreeingCall(weftComm_t comm, int rank, int n, weftColl_t coll,
+                                 const float send[64], float recv[64], int *root, int *named) {
+  *root = rank == n - 1 ? 1 : 0;
+  weftResult_t rc = coll == weftCollBroadcast
+                        ? weftBroadcast(send, recv, 64, weftFloat32, *root, comm, NULL)
+                        : weftReduce(send, recv, 64, weftFloat32, weftSum, *root, comm, NULL);
+  const char *name = weftCollName(coll), *op = coll == weftCollBroadcast ? "" : ", sum";
+  char call0[96], call1[96];
+  snprintf(call0, sizeof call0, "%s(count 64, float%s, root 0)", name, op);
+  snprintf(call1, sizeof call1, "%s(count 64, float%s, root 1)", name, op);
+  const char *msg = weftGetLastError(comm);
+  *named = rc == weftInvalidUsage && strstr(msg, call0) != NULL && strstr(msg, call1) != NULL;
+  return rc;
+}

@@ -32,6 +32,12 @@ long collSweepBody(weftComm_t comm, int rank, int n, void *arg);
 long p2pPatternsBody(weftComm_t comm, int rank, int n, void *arg);
 long p2pRootedBody(weftComm_t comm, int rank, int n, void *arg);
 
+/* A Broadcast or Reduce (coll; 64 floats, sum) with the root this rank believes in: rank
+ * n - 1 says 1, the others 0 (*root). *named: it failed with weftInvalidUsage naming both
+ * calls. For the root-mismatch tests of each algorithm. */
+weftResult_t rootDisagreeingCall(weftComm_t comm, int rank, int n, weftColl_t coll,
+                                 const float send[64], float recv[64], int *root, int *named);
+
 /* The pieces of those, for other point-to-point tests: the fillInput seed of what rank from
  * sends rank to; whether the count elements at got are that (0) or not (1, said on stderr
  * with what, scratch: room for them); whether a call failed (1, said on stderr). */
