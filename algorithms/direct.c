@@ -86,7 +86,7 @@ static double secondsNow(void) {
  * Cross-memory attach pins every page it copies, which in a VM costs more than the copy
  * (0.3-0.5 of memcpy measured here): the in-place paths are taken only where they still win. */
 enum { cmaProbeBytes = 256 << 10, cmaProbeTries = 5 };
-static int measureCmaPermille(void) {
+static int measureCmaPermilleNow(void) {
   char *src = malloc(cmaProbeBytes), *dst = malloc(cmaProbeBytes);
   double copy = 1e9, cma = 1e9;
   if (src != NULL && dst != NULL) {
@@ -106,6 +106,14 @@ static int measureCmaPermille(void) {
   free(src), free(dst);
   int permille = (int)(1000.0 * copy / cma);
   return permille < 1 ? 1 : permille > 1000 ? 1000 : permille;
+}
+
+/* Once per process: every communicator's init would otherwise copy 2.5 MB to learn the same. */
+static int measureCmaPermille(void) {
+  static _Atomic int measured; /* 0: not yet */
+  int v = atomic_load(&measured);
+  if (v == 0) atomic_store(&measured, v = measureCmaPermilleNow());
+  return v;
 }
 
 /* Every rank tries to read and write every other process; all agree on the AND of the answers
