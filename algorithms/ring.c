@@ -14,7 +14,10 @@
  * at most half the FIFO so the first send of every rank completes before anyone receives (no
  * deadlock). The ring is ordered by host, so it crosses between hosts once per host.
  * cost() = 2(n-1) * (slowest link latency + step overhead) + 2(n-1)/n * bytes / slowest link
- * bandwidth.
+ * bandwidth, where a link between two packages of a host has the share of the socket link
+ * that the ring's links crossing it the same way leave it (weftRingBandwidth): a ring in rank
+ * order over ranks bound round robin to 2 sockets puts n/2 links on each direction of it, the
+ * package-aware order one.
  * The reduce-scatter and all-gather halves are exported for the hierarchical algorithm. */
 #include <stdlib.h>
 #include <string.h>
@@ -173,11 +176,16 @@ weftResult_t weftRingReduceScatterParts(struct weftPrims *p, struct weftRing *ri
  * still passes n - 1 ranks in series each way: 8 B on 8 ranks of one 2-core host took the
  * lead 28-36 us by the ring (model with the discount 4.9 us, without 19.6), against 5.6-7.3 us
  * for one flag exchange (direct's small path, model 5.6). */
+double weftRingBandwidth(const struct weftRing *ring) {
+  double bw = ring->bandwidthGBs;
+  return ring->crossGBs > 0 && ring->crossGBs < bw ? ring->crossGBs : bw;
+}
+
 double weftRingCost(const struct weftComm *comm, const struct weftRing *ring, size_t count,
                     size_t bytes) {
   int n = ring->n;
   if (n == 1) return 0.1 + (double)bytes / 8e3;
-  double lat = ring->latencyUs, bw = ring->bandwidthGBs;
+  double lat = ring->latencyUs, bw = weftRingBandwidth(ring);
   double stepUs = lat + 0.3 * (comm->oversubscribed ? 4 : 1);
   double busy = count < (size_t)n && comm->nHosts > 1 ? (double)count / n : 1.0;
   double wireBytes = 2.0 * (n - 1) / n * (double)bytes;
@@ -198,7 +206,7 @@ static weftResult_t ringInit(struct weftComm *comm, void **state, char *why, siz
 static double ringCost(void *state, const struct weftComm *comm, const struct weftCollArgs *args) {
   const struct weftRing *ring = state;
   int n = ring->n;
-  double bytes = (double)args->bytes, bw = ring->bandwidthGBs * 1e3;
+  double bytes = (double)args->bytes, bw = weftRingBandwidth(ring) * 1e3;
   if (args->coll == weftCollAllReduce) return weftRingCost(comm, ring, args->count, args->bytes);
   if (n == 1) return 0.1 + bytes / 8e3;
   double stepUs = ring->latencyUs + 0.3 * (comm->oversubscribed ? 4 : 1);

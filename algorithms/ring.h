@@ -36,6 +36,9 @@ weftResult_t weftRingReduceScatterParts(struct weftPrims *p, struct weftRing *ri
                                         const void *send, void *recv,
                                         const struct weftRingParts *parts, size_t maxChunk,
                                         int final);
+/* The bandwidth (GB/s) of the ring's slowest link: the links' own figure, or less where it
+ * crosses between packages (ring->crossGBs). */
+double weftRingBandwidth(const struct weftRing *ring);
 /* Predicted microseconds of an AllReduce of count elements (bytes in all) over ring. */
 double weftRingCost(const struct weftComm *comm, const struct weftRing *ring, size_t count,
                     size_t bytes);

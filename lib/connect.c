@@ -291,6 +291,24 @@ void weftRingClose(struct weftRing *ring) {
   ring->order = NULL;
 }
 
+/* The ring's share of the socket links it crosses, from every rank's place: the same on all. */
+static double ringCrossGBs(const struct weftComm *comm, const struct weftTopoPlace *places,
+                           const int *order) {
+  int n = comm->nranks, *hostOf = malloc(sizeof(int) * (size_t)n);
+  if (hostOf == NULL) return 0; /* the cost then ignores the crossings; nothing runs differently */
+  for (int r = 0; r < n; r++) {
+    hostOf[r] = r;
+    for (int q = 0; q < r; q++)
+      if (comm->peers[q].hostHash == comm->peers[r].hostHash) {
+        hostOf[r] = hostOf[q];
+        break;
+      }
+  }
+  double gbs = weftTopoRingCrossGBs(places, hostOf, order, n);
+  free(hostOf);
+  return gbs;
+}
+
 /* Ranks grouped by host (hosts in order of their first rank), so the ring crosses between
  * hosts once per host instead of once per rank; inside a host, ordered by package, NUMA node
  * and core from the all-gathered places (lib/topo_place.c), so it crosses between packages
@@ -317,8 +335,9 @@ weftResult_t weftRingConnect(struct weftComm *comm) {
       }
     weftTopoOrderHost(places, order + first, k - first);
   }
-  free(places);
   weftResult_t rc = weftRingSetup(comm, &comm->ring, order, n, WEFT_TAG_RING);
+  if (rc == weftSuccess) comm->ring.crossGBs = ringCrossGBs(comm, places, order);
+  free(places);
   free(order);
   free(placed);
   return rc;

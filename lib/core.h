@@ -25,6 +25,9 @@ struct weftRing {
   struct weftConn send, recv;
   double latencyUs, bandwidthGBs; /* of its slowest link, the same on every member */
   size_t pieceBytes; /* the smallest slot of any member: both ends of a link cut alike */
+  /* What a link between two packages of a host gets of the socket link, GB/s, when the ring
+   * crosses there (weftTopoRingCrossGBs over the all-gathered places); 0: it never does */
+  double crossGBs;
 };
 
 /* What a rank tells the others about the links of one schedule (ring, trees). */

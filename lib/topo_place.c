@@ -4,10 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "param.h"
 #include "topo.h"
 
 static int bitSet(const uint8_t *m, size_t bytes, int i) {
   return i >= 0 && (size_t)i / 8 < bytes && (m[i / 8] >> (i % 8)) & 1;
+}
+
+/* WEFT_TOPO_PACKAGE_BW_GBPS in MB/s (checked positive at the API; its default otherwise). */
+static int32_t packageMBps(void) {
+  double gbs;
+  if (weftParseNumber(weftParamTopoPackageBwGbps(), &gbs) != 0 || !(gbs > 0)) gbs = 16;
+  return gbs * 1e3 > INT32_MAX ? INT32_MAX : (int32_t)(gbs * 1e3);
 }
 
 void weftTopoPlaceOfCpus(const struct weftTopoHost *host, const uint8_t *cpus, size_t bytes,
@@ -19,6 +27,7 @@ void weftTopoPlaceOfCpus(const struct weftTopoHost *host, const uint8_t *cpus, s
   place->hostCores = host->ncores;
   place->ngpus = host->ngpus;
   place->nnics = host->nnics;
+  place->packageMBps = packageMBps();
   int pus = 0, numa = -2, package = -2;
   uint8_t *seen = calloc((size_t)host->ncores + 1, 1); /* cores counted (NULL: count PUs) */
   for (int p = 0; p < host->puMax && (size_t)p / 8 < bytes; p++) {
@@ -63,6 +72,7 @@ void weftTopoPlaceSanitize(struct weftTopoPlace *p) {
   int32_t *counts[] = {&p->ncores, &p->hostCores, &p->npackages, &p->nnuma, &p->ngpus, &p->nnics};
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
     if (*counts[i] < 0 || *counts[i] > (1 << 20)) *counts[i] = 0;
+  if (p->packageMBps < 0) p->packageMBps = 0;
 }
 
 void weftTopoPlaceLoc(const struct weftTopoHost *host, const struct weftTopoPlace *place,
@@ -103,4 +113,42 @@ int weftTopoPackageCrossings(const struct weftTopoPlace *places, const int *host
     crossings += pa != pb;
   }
   return crossings;
+}
+
+/* One ring link that crosses packages inside a host: the host and the packages, from and to. */
+struct crossing {
+  int host, from, to, mbps;
+};
+
+static int crossingCmp(const void *a, const void *b) {
+  const struct crossing *x = a, *y = b;
+  if (x->host != y->host) return x->host < y->host ? -1 : 1;
+  if (x->from != y->from) return x->from < y->from ? -1 : 1;
+  return x->to < y->to ? -1 : x->to > y->to;
+}
+
+/* Links that cross in the same direction between the same two packages of a host run
+ * side by side through one direction of the socket link, and a ring is as fast as its
+ * slowest link: each gets its share. */
+double weftTopoRingCrossGBs(const struct weftTopoPlace *places, const int *hostOf,
+                            const int *order, int n) {
+  struct crossing *c = malloc(sizeof *c * (size_t)(n > 0 ? n : 1));
+  if (c == NULL) return 0;
+  int k = 0;
+  for (int i = 0; i < n && n > 1; i++) {
+    int a = order[i], b = order[(i + 1) % n];
+    int pa = places[a].package, pb = places[b].package;
+    if (hostOf[a] != hostOf[b] || pa < 0 || pb < 0 || pa == pb) continue;
+    c[k++] = (struct crossing){hostOf[a], pa, pb, places[a].packageMBps};
+  }
+  qsort(c, (size_t)k, sizeof *c, crossingCmp);
+  double least = 0;
+  for (int i = 0, run = 1; i < k; i++, run++) {
+    if (i + 1 < k && crossingCmp(&c[i], &c[i + 1]) == 0) continue;
+    double share = c[i].mbps / 1e3 / run;
+    if (share > 0 && (least == 0 || share < least)) least = share;
+    run = 0;
+  }
+  free(c);
+  return least;
 }

@@ -146,7 +146,10 @@ static int buildModel(const struct job *j, struct model *m) {
   double lat, bw;
   linkFigures(j, &lat, &bw);
   c->ring = (struct weftRing){.n = j->n, .latencyUs = lat, .bandwidthGBs = bw,
-                              .pieceBytes = (size_t)weftParamShmSlotBytes()};
+                              .pieceBytes = (size_t)weftParamShmSlotBytes(),
+                              .crossGBs = weftTopoRingCrossGBs(j->places, j->hostOf, j->ring, j->n)};
+  m->naiveRing = c->ring;
+  m->naiveRing.crossGBs = weftTopoRingCrossGBs(j->places, j->hostOf, j->naive, j->n);
   m->tree.latencyUs = lat;
   m->tree.bandwidthGBs = bw;
   for (m->tree.depth = 0; (1 << m->tree.depth) <= j->n; m->tree.depth++) {}
@@ -177,6 +180,18 @@ static void *stateOf(struct model *m, const char *name) {
   return NULL;
 }
 
+/* What the package-aware order saves over rank order, by the ring's own cost(). */
+static void printRingGain(struct model *m) {
+  size_t bytes = (size_t)256 << 20;
+  size_t count = bytes / 4;
+  double aware = weftRingCost(&m->comm, &m->comm.ring, count, bytes);
+  double naive = weftRingCost(&m->comm, &m->naiveRing, count, bytes);
+  printf("Ring links between packages get %.2f GB/s (rank order: %.2f; 0: none cross), links "
+         "%.2f GB/s:\n  package-aware ring %.1f us, rank order %.1f us at 256 MiB (%.2fx)\n",
+         m->comm.ring.crossGBs, m->naiveRing.crossGBs, m->comm.ring.bandwidthGBs, aware, naive,
+         naive / aware);
+}
+
 static void printCosts(const struct job *j) {
   struct model m;
   if (buildModel(j, &m) != 0) return;
@@ -184,7 +199,7 @@ static void printCosts(const struct job *j) {
   printf("\nPredicted AllReduce time (us), float sum, by each algorithm's cost():\n  %-10s", "bytes");
   for (int a = 0; weftAlgos[a] != NULL; a++)
     if (weftAlgos[a]->colls & WEFT_COLL_BIT(weftCollAllReduce)) printf(" %12s", weftAlgos[a]->name);
-  printf("   choice\n");
+  printf("   choice   ring in rank order\n");
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
     struct weftCollArgs args = {.coll = weftCollAllReduce, .count = sizes[s] / 4, .bytes = sizes[s],
                                 .type = weftFloat32, .op = weftSum, .root = -1};
@@ -202,8 +217,9 @@ static void printCosts(const struct job *j) {
       printf(" %12.1f", us);
       if (best[0] == '-' || us < bestUs) best = weftAlgos[a]->name, bestUs = us;
     }
-    printf("   %s\n", best);
+    printf("   %-8s %12.1f\n", best, weftRingCost(&m.comm, &m.naiveRing, args.count, args.bytes));
   }
+  printRingGain(&m);
   if (m.hierOk) weftHierLayoutFree(&m.hier.L);
   free(m.comm.peers);
 }

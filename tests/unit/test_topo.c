@@ -19,6 +19,7 @@
 #include "shmseg.h"
 #include "harness.h"
 #include "topo.h"
+#include "topofix.h"
 
 TestSuite(topo_model, .timeout = 30);
 TestSuite(topo_decide, .timeout = 30);
@@ -26,47 +27,11 @@ TestSuite(topo_files, .timeout = 30);
 TestSuite(topo_job, .timeout = 60);
 TestSuite(topo_tool, .timeout = 30);
 
-/* tests/data/name of the source tree: beside the binary's build/tests/unit/, else from the
- * current directory. */
-static const char *dataPath(const char *name) {
-  static char paths[4][600];
-  static int next;
-  char *out = paths[next++ % 4], exe[512];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    for (int up = 0; up < 4; up++) { /* test_topo, unit, tests, build */
-      char *slash = strrchr(exe, '/');
-      if (slash != NULL) *slash = '\0';
-    }
-    snprintf(out, sizeof paths[0], "%s/tests/data/%s", exe, name);
-    if (access(out, R_OK) == 0) return out;
-  }
-  snprintf(out, sizeof paths[0], "tests/data/%s", name);
-  return out;
-}
-
-static struct weftTopoHost *load(const char *name) {
-  const char *path = dataPath(name);
-  struct weftTopoHost *h = NULL;
-  weftResult_t rc = weftTopoHostLoad(path, &h);
-  cr_assert_eq(rc, weftSuccess, "%s: %s", path, weftGetLastError(NULL));
-  return h;
-}
-
 static int nicIndex(const struct weftTopoHost *h, const char *name) {
   for (int i = 0; i < h->ndevs; i++)
     if (h->devs[i].kind == WEFT_TOPO_NIC && strcmp(h->devs[i].name, name) == 0) return i;
   cr_assert_fail("no NIC %s", name);
   return -1;
-}
-
-/* The place of a rank bound to the PUs of core c (all its hyperthreads). */
-static void placeOnCore(const struct weftTopoHost *h, int c, struct weftTopoPlace *p) {
-  uint8_t cpus[WEFT_TOPO_CPUSET_BYTES] = {0};
-  for (int pu = 0; pu < h->puMax; pu++)
-    if (h->puCore[pu] == c) cpus[pu / 8] |= (uint8_t)(1u << (pu % 8));
-  weftTopoPlaceOfCpus(h, cpus, sizeof cpus, p);
 }
 
 static void placeUnbound(const struct weftTopoHost *h, struct weftTopoPlace *p) {
@@ -76,7 +41,7 @@ static void placeUnbound(const struct weftTopoHost *h, struct weftTopoPlace *p) 
 }
 
 Test(topo_model, counts_of_the_8_gpu_server) {
-  struct weftTopoHost *h = load("topo-2s4n-8gpu-4nic.xml");
+  struct weftTopoHost *h = topoFixtureLoad("topo-2s4n-8gpu-4nic.xml");
   cr_expect_eq(h->npackages, 2);
   cr_expect_eq(h->nnuma, 4);
   cr_expect_eq(h->ncaches, 4);
@@ -115,7 +80,7 @@ Test(topo_model, counts_of_the_others) {
       {"topo-2s-2pu.xml", 2, 2, 2, 2, 0, 2},
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-    struct weftTopoHost *h = load(want[i].file);
+    struct weftTopoHost *h = topoFixtureLoad(want[i].file);
     cr_expect(h->npackages == want[i].packages && h->nnuma == want[i].numa && h->ncores == want[i].cores &&
                   h->npus == want[i].pus && h->ngpus == want[i].gpus && h->nnics == want[i].nics,
               "%s: %d packages %d NUMA %d cores %d PUs %d GPUs %d NICs", want[i].file, h->npackages,
@@ -125,7 +90,7 @@ Test(topo_model, counts_of_the_others) {
 }
 
 Test(topo_model, distances) {
-  struct weftTopoHost *h = load("topo-2s4n-8gpu-4nic.xml");
+  struct weftTopoHost *h = topoFixtureLoad("topo-2s4n-8gpu-4nic.xml");
   const struct weftTopoLoc *c0 = &h->cores[0].loc;
   cr_expect_eq(weftTopoDistance(c0, c0), WEFT_TOPO_SAME_CORE);
   cr_expect_eq(weftTopoDistance(c0, &h->cores[3].loc), WEFT_TOPO_SAME_CACHE);
@@ -139,14 +104,14 @@ Test(topo_model, distances) {
   cr_expect_eq(weftTopoDistance(&g0->loc, &h->devs[nicIndex(h, "eth3")].loc), WEFT_TOPO_SAME_MACHINE);
   cr_expect_eq(weftTopoDistance(c0, &h->devs[nicIndex(h, "eth0")].loc), WEFT_TOPO_SAME_NUMA);
   weftTopoHostFree(h);
-  h = load("topo-laptop.xml");
+  h = topoFixtureLoad("topo-laptop.xml");
   cr_expect_eq(weftTopoDistance(&h->devs[0].loc, &h->devs[1].loc), WEFT_TOPO_SAME_HOST_BRIDGE,
                "wlan0 and the GPU hang off one host bridge, no switch");
   weftTopoHostFree(h);
 }
 
 Test(topo_model, places) {
-  struct weftTopoHost *h = load("topo-2s4n-8gpu-4nic.xml");
+  struct weftTopoHost *h = topoFixtureLoad("topo-2s4n-8gpu-4nic.xml");
   struct weftTopoPlace p;
   uint8_t cpus[WEFT_TOPO_CPUSET_BYTES] = {0};
   cpus[2] = 1 << 3; /* PU 19: core 3's second hyperthread */
@@ -174,11 +139,11 @@ Test(topo_model, places) {
  * package r % 2. The ring visits package 0's ranks, then package 1's: 2 crossings, the least a
  * ring through both packages can make; rank order makes 8. */
 Test(topo_decide, ring_crosses_packages_least) {
-  struct weftTopoHost *h = load("topo-2s4n-8gpu-4nic.xml");
+  struct weftTopoHost *h = topoFixtureLoad("topo-2s4n-8gpu-4nic.xml");
   struct weftTopoPlace places[8];
   int order[8], naive[8], hostOf[8] = {0};
   for (int r = 0; r < 8; r++) {
-    placeOnCore(h, (r % 2) * 8 + r / 2, &places[r]);
+    topoPlaceOnCore(h, (r % 2) * 8 + r / 2, &places[r]);
     order[r] = naive[r] = r;
   }
   weftTopoOrderHost(places, order, 8);
@@ -195,7 +160,7 @@ Test(topo_decide, ring_crosses_packages_least) {
 }
 
 Test(topo_decide, unplaced_ranks_keep_rank_order) {
-  struct weftTopoHost *h = load("topo-vm.xml");
+  struct weftTopoHost *h = topoFixtureLoad("topo-vm.xml");
   struct weftTopoPlace places[3];
   int order[3] = {0, 1, 2};
   for (int r = 0; r < 3; r++) placeUnbound(h, &places[r]);
@@ -208,17 +173,17 @@ Test(topo_decide, unplaced_ranks_keep_rank_order) {
 /* One rank per NUMA node gets the NIC of its node; 8 ranks on NUMA node 0 all take eth0 (the
  * closest); unbound ranks spread over the 4 NICs; a rank with a GPU takes the GPU's NIC. */
 Test(topo_decide, nic_closest_and_spread) {
-  struct weftTopoHost *h = load("topo-2s4n-8gpu-4nic.xml");
+  struct weftTopoHost *h = topoFixtureLoad("topo-2s4n-8gpu-4nic.xml");
   struct weftTopoPlace places[8];
   int nic[8];
-  for (int i = 0; i < 4; i++) placeOnCore(h, 4 * i + 1, &places[i]);
+  for (int i = 0; i < 4; i++) topoPlaceOnCore(h, 4 * i + 1, &places[i]);
   weftTopoChooseNics(h, places, 4, "", nic);
   for (int i = 0; i < 4; i++) {
     char eth[24];
     snprintf(eth, sizeof eth, "eth%d", i);
     cr_expect_eq(nic[i], nicIndex(h, eth), "rank on NUMA node %d: %s", i, nic[i] >= 0 ? h->devs[nic[i]].name : "none");
   }
-  for (int i = 0; i < 4; i++) placeOnCore(h, i, &places[i]);
+  for (int i = 0; i < 4; i++) topoPlaceOnCore(h, i, &places[i]);
   weftTopoChooseNics(h, places, 4, "", nic);
   for (int i = 0; i < 4; i++) cr_expect_eq(nic[i], nicIndex(h, "eth0"));
   for (int i = 0; i < 8; i++) placeUnbound(h, &places[i]);
@@ -230,7 +195,7 @@ Test(topo_decide, nic_closest_and_spread) {
     snprintf(eth, sizeof eth, "eth%d", i);
     cr_expect_eq(uses[nicIndex(h, eth)], 2, "8 unbound ranks: 2 on %s", eth);
   }
-  placeOnCore(h, 0, &places[0]);
+  topoPlaceOnCore(h, 0, &places[0]);
   places[0].gpu = 5; /* cuda5: NUMA node 2's switch */
   weftTopoChooseNics(h, places, 1, "", nic);
   cr_expect_eq(nic[0], nicIndex(h, "eth2"), "the GPU's NIC, not the cores'");
@@ -238,10 +203,10 @@ Test(topo_decide, nic_closest_and_spread) {
 }
 
 Test(topo_decide, net_devices_override) {
-  struct weftTopoHost *h = load("topo-2s4n-8gpu-4nic.xml");
+  struct weftTopoHost *h = topoFixtureLoad("topo-2s4n-8gpu-4nic.xml");
   struct weftTopoPlace places[4];
   int nic[4];
-  for (int i = 0; i < 4; i++) placeOnCore(h, i, &places[i]); /* all on NUMA node 0 */
+  for (int i = 0; i < 4; i++) topoPlaceOnCore(h, i, &places[i]); /* all on NUMA node 0 */
   weftTopoChooseNics(h, places, 4, "eth2", nic);
   for (int i = 0; i < 4; i++) cr_expect_eq(nic[i], nicIndex(h, "eth2"), "eth2 only");
   weftTopoChooseNics(h, places, 4, "^eth0", nic);
@@ -263,18 +228,18 @@ Test(topo_decide, net_devices_override) {
 }
 
 Test(topo_decide, fifo_numa_node_is_the_readers) {
-  struct weftTopoHost *h = load("topo-2s4n-8gpu-4nic.xml");
+  struct weftTopoHost *h = topoFixtureLoad("topo-2s4n-8gpu-4nic.xml");
   struct weftTopoPlace p;
-  placeOnCore(h, 13, &p);
+  topoPlaceOnCore(h, 13, &p);
   cr_expect_eq(weftTopoMemNode(h, &p), -1, "a file's model is not this machine: no binding");
   h->fromFile = 0; /* as if detected here */
   cr_expect_eq(weftTopoMemNode(h, &p), 3, "core 13's FIFOs on NUMA node 3");
   placeUnbound(h, &p);
   cr_expect_eq(weftTopoMemNode(h, &p), -1, "an unbound reader: first touch decides");
   weftTopoHostFree(h);
-  h = load("topo-laptop.xml");
+  h = topoFixtureLoad("topo-laptop.xml");
   h->fromFile = 0;
-  placeOnCore(h, 1, &p);
+  topoPlaceOnCore(h, 1, &p);
   cr_expect_eq(weftTopoMemNode(h, &p), -1, "one NUMA node: nothing to bind");
   weftTopoHostFree(h);
   cr_expect_eq(weftTopoBindMemory(NULL, 0, -1), 0, "node -1 binds nothing");
@@ -303,14 +268,14 @@ Test(topo_decide, fifo_binding_takes) {
 }
 
 Test(topo_decide, progress_thread_cpus) {
-  struct weftTopoHost *h = load("topo-2s4n-8gpu-4nic.xml");
+  struct weftTopoHost *h = topoFixtureLoad("topo-2s4n-8gpu-4nic.xml");
   struct weftTopoPlace p;
   uint8_t cpus[WEFT_TOPO_CPUSET_BYTES];
   placeUnbound(h, &p);
   const struct weftTopoDev *eth3 = &h->devs[nicIndex(h, "eth3")];
   cr_expect_eq(weftTopoDevCpus(h, &p, eth3, cpus, sizeof cpus), 8, "NUMA node 3: 4 cores x 2 PUs");
   cr_expect((cpus[1] & 0xf0) == 0xf0 && (cpus[3] & 0xf0) == 0xf0, "PUs 12-15 and 28-31");
-  placeOnCore(h, 0, &p);
+  topoPlaceOnCore(h, 0, &p);
   cr_expect_eq(weftTopoDevCpus(h, &p, eth3, cpus, sizeof cpus), 0, "a bound process keeps its binding");
   weftTopoHostFree(h);
 }
@@ -338,7 +303,7 @@ Test(topo_files, vm_falls_back_with_one_warning) {
   int fd = mkstemp(log);
   cr_assert_geq(fd, 0);
   close(fd);
-  setenv("WEFT_TOPO_FILE", dataPath("topo-vm.xml"), 1);
+  setenv("WEFT_TOPO_FILE", topoFixturePath("topo-vm.xml"), 1);
   setenv("WEFT_DEBUG", "WARN", 1);
   setenv("WEFT_DEBUG_FILE", log, 1);
   const struct weftTopoHost *h = NULL, *again = NULL;
@@ -402,7 +367,7 @@ Test(topo_files, dump_reads_back) {
   int fd = mkstemp(dump);
   cr_assert_geq(fd, 0);
   close(fd);
-  setenv("WEFT_TOPO_FILE", dataPath("topo-2s4n-8gpu-4nic.xml"), 1);
+  setenv("WEFT_TOPO_FILE", topoFixturePath("topo-2s4n-8gpu-4nic.xml"), 1);
   setenv("WEFT_TOPO_DUMP_FILE", dump, 1);
   const struct weftTopoHost *h = NULL;
   cr_assert_eq(weftTopoHostGet(&h), weftSuccess, "%s", weftGetLastError(NULL));
@@ -470,7 +435,7 @@ Test(topo_job, ring_follows_injected_packages) {
   int fd = mkstemp(graph);
   cr_assert_geq(fd, 0);
   close(fd);
-  setenv("WEFT_TOPO_FILE", dataPath("topo-2s-2pu.xml"), 1);
+  setenv("WEFT_TOPO_FILE", topoFixturePath("topo-2s-2pu.xml"), 1);
   setenv("WEFT_GRAPH_DUMP_FILE", graph, 1);
   struct jobShared *s = forkedShared(sizeof *s);
   pid_t pids[4];
@@ -518,7 +483,7 @@ static void expectHas(const char *out, const char *what) {
 Test(topo_tool, host_and_job) {
   char args[1024];
   int st;
-  snprintf(args, sizeof args, "-i %s --hosts 1 --ranks-per-host 8", dataPath("topo-2s4n-8gpu-4nic.xml"));
+  snprintf(args, sizeof args, "-i %s --hosts 1 --ranks-per-host 8", topoFixturePath("topo-2s4n-8gpu-4nic.xml"));
   const char *out = runTool(args, &st);
   cr_expect_eq(st, 0, "exit status %d", st);
   expectHas(out, "2 packages, 4 NUMA nodes, 4 last-level caches, 16 cores, 32 PUs, 8 GPUs, 4 NICs");
@@ -528,6 +493,12 @@ Test(topo_tool, host_and_job) {
   expectHas(out, "Ring in rank order (without topology) (8 package crossings): 0 1 2 3 4 5 6 7\n");
   expectHas(out, "Tree 0 (root 7), parent of each rank: 1 3 1 7 5 3 5 -1\n");
   expectHas(out, "Inter-package traffic of one AllReduce of B bytes, all hosts: 3.50 B (rank order: 14.00 B)\n");
+  /* the ring's cost() prices the crossings: rank order's 4 links each way share the socket */
+  expectHas(out, "Ring links between packages get 16.00 GB/s (rank order: 4.00; 0: none cross), links 6.00 GB/s:\n");
+  double aware = 0, naive = 0;
+  const char *gain = strstr(out, "  package-aware ring ");
+  cr_assert(gain != NULL && sscanf(gain, "  package-aware ring %lf us, rank order %lf us", &aware, &naive) == 2, "%s", out);
+  cr_expect(naive > 1.45 * aware && naive < 1.5 * aware, "the predicted gain: %.1f against %.1f us", naive, aware);
   const char *table = strstr(out, "Predicted AllReduce time");
   cr_assert_not_null(table, "%s", out);
   cr_expect(strstr(table, "ring") && strstr(table, "direct") && strstr(table, "tree"), "%s", table);
@@ -535,17 +506,27 @@ Test(topo_tool, host_and_job) {
   cr_expect(strstr(table, "n/a") != NULL, "hier cannot run on one host:\n%s", table);
 }
 
+Test(topo_tool, one_package_predicts_no_gain) {
+  char args[1024];
+  int st;
+  snprintf(args, sizeof args, "-i %s --hosts 1 --ranks-per-host 4", topoFixturePath("topo-laptop.xml"));
+  const char *out = runTool(args, &st);
+  cr_expect_eq(st, 0, "exit status %d", st);
+  expectHas(out, "Ring links between packages get 0.00 GB/s (rank order: 0.00; 0: none cross)");
+  expectHas(out, " at 256 MiB (1.00x)\n");
+}
+
 Test(topo_tool, json_and_fallback_and_refusal) {
   char args[1024];
   int st;
-  snprintf(args, sizeof args, "-i %s --hosts 2 --ranks-per-host 4 --json", dataPath("topo-2s2n-2nic-gpu.xml"));
+  snprintf(args, sizeof args, "-i %s --hosts 2 --ranks-per-host 4 --json", topoFixturePath("topo-2s2n-2nic-gpu.xml"));
   const char *out = runTool(args, &st);
   cr_expect_eq(st, 0);
   expectHas(out, "\"nranks\": 8,\n  \"nhosts\": 2,");
   expectHas(out, "\"order\": [0, 2, 1, 3, 4, 6, 5, 7], \"packageCrossings\": 2");
   expectHas(out, "{\"rank\": 1, \"host\": 0, \"core\": 4, \"cores\": 1, \"numa\": 1, \"package\": 1, "
                  "\"bound\": true, \"nic\": \"eth1\"");
-  snprintf(args, sizeof args, "-i %s", dataPath("topo-vm.xml"));
+  snprintf(args, sizeof args, "-i %s", topoFixturePath("topo-vm.xml"));
   out = runTool(args, &st);
   cr_expect_eq(st, 0);
   expectHas(out, "NIC eth0       0000:00:01.0  locality unknown");

@@ -1,0 +1,121 @@
+/* What the topology model makes the tuner predict: the ring's cost() charges the links that
+ * cross between packages (their share of the socket link), so on the 2-socket fixtures the
+ * package-aware order is predicted faster than rank order, and on a 1-package host both cost
+ * the same. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../algorithms/ring.h"
+#include "core.h"
+#include "topofix.h"
+
+TestSuite(topo_cost, .timeout = 30);
+
+/* n ranks on one host h, local rank i bound to one core, round robin over the packages (as
+ * mpirun --map-by socket): places[i]; aware gets the package-aware order, naive rank order. */
+static void roundRobin(const struct weftTopoHost *h, int n, struct weftTopoPlace *places,
+                       int *hostOf, int *aware, int *naive) {
+  int next[8] = {0};
+  for (int i = 0; i < n; i++) {
+    int pkg = i % h->npackages, seen = 0, core = -1;
+    for (int c = 0; c < h->ncores && core < 0; c++)
+      if (h->cores[c].loc.package == pkg && seen++ == next[pkg]) core = c;
+    cr_assert_geq(core, 0, "package %d has a core for rank %d", pkg, i);
+    next[pkg]++;
+    topoPlaceOnCore(h, core, &places[i]);
+    hostOf[i] = 0;
+    aware[i] = naive[i] = i;
+  }
+  weftTopoOrderHost(places, aware, n);
+}
+
+/* The ring's AllReduce cost of bytes with the shm link figures its canConnect reports. */
+static double ringCost(const int *order, const struct weftTopoPlace *places, const int *hostOf,
+                       int n, size_t bytes) {
+  struct weftComm comm;
+  memset(&comm, 0, sizeof comm);
+  comm.nranks = n;
+  comm.nHosts = 1;
+  comm.nLocalRanks = n;
+  struct weftRing ring = {.n = n, .latencyUs = 0.2, .bandwidthGBs = 6.0,
+                          .crossGBs = weftTopoRingCrossGBs(places, hostOf, order, n)};
+  return weftRingCost(&comm, &ring, bytes / 4, bytes);
+}
+
+static void expectGain(const char *fixture) {
+  struct weftTopoHost *h = topoFixtureLoad(fixture);
+  enum { N = 16 };
+  struct weftTopoPlace places[N];
+  int hostOf[N], aware[N], naive[N];
+  roundRobin(h, N, places, hostOf, aware, naive);
+  cr_expect_eq(weftTopoPackageCrossings(places, hostOf, aware, N), 2, "%s", fixture);
+  cr_expect_eq(weftTopoPackageCrossings(places, hostOf, naive, N), N, "%s", fixture);
+  /* 16 GB/s of the socket link each way (the default): the aware ring's one link per
+   * direction has it all, rank order's 8 links per direction 2 GB/s each */
+  cr_expect_float_eq(weftTopoRingCrossGBs(places, hostOf, aware, N), 16.0, 1e-9, "%s", fixture);
+  cr_expect_float_eq(weftTopoRingCrossGBs(places, hostOf, naive, N), 2.0, 1e-9, "%s", fixture);
+  size_t big = (size_t)64 << 20;
+  double a = ringCost(aware, places, hostOf, N, big), b = ringCost(naive, places, hostOf, N, big);
+  /* the wire term goes with 1 / bandwidth: 6 GB/s links against 2 GB/s crossings */
+  cr_expect(b > 2.9 * a && b < 3.0 * a, "%s: 64 MiB aware %.1f us, rank order %.1f us", fixture, a, b);
+  double sa = ringCost(aware, places, hostOf, N, 8), sb = ringCost(naive, places, hostOf, N, 8);
+  cr_expect(sb >= sa && sb < sa * 1.01, "%s: 8 B costs a step each, %.2f vs %.2f us", fixture, sa, sb);
+  weftTopoHostFree(h);
+}
+
+Test(topo_cost, package_aware_ring_predicted_faster) {
+  expectGain("topo-2s4n-cpu.xml");
+  expectGain("topo-2s4n-8gpu-4nic.xml");
+}
+
+Test(topo_cost, socket_bandwidth_setting_scales_the_charge) {
+  setenv("WEFT_TOPO_PACKAGE_BW_GBPS", "4", 1);
+  struct weftTopoHost *h = topoFixtureLoad("topo-2s4n-cpu.xml");
+  enum { N = 8 };
+  struct weftTopoPlace places[N];
+  int hostOf[N], aware[N], naive[N];
+  roundRobin(h, N, places, hostOf, aware, naive);
+  cr_expect_float_eq(weftTopoRingCrossGBs(places, hostOf, aware, N), 4.0, 1e-9);
+  cr_expect_float_eq(weftTopoRingCrossGBs(places, hostOf, naive, N), 1.0, 1e-9, "4 links each way");
+  /* even the aware ring's crossing (4 GB/s) is now slower than the 6 GB/s links */
+  struct weftComm comm;
+  memset(&comm, 0, sizeof comm);
+  struct weftRing ring = {.n = N, .bandwidthGBs = 6.0, .crossGBs = 4.0};
+  cr_expect_float_eq(weftRingBandwidth(&ring), 4.0, 1e-9);
+  ring.crossGBs = 0;
+  cr_expect_float_eq(weftRingBandwidth(&ring), 6.0, 1e-9, "no crossing, no charge");
+  weftTopoHostFree(h);
+}
+
+Test(topo_cost, one_package_costs_the_same) {
+  struct weftTopoHost *h = topoFixtureLoad("topo-laptop.xml");
+  enum { N = 4 };
+  struct weftTopoPlace places[N];
+  int hostOf[N], aware[N], naive[N];
+  roundRobin(h, N, places, hostOf, aware, naive);
+  int reversed[N] = {3, 1, 2, 0};
+  cr_expect_float_eq(weftTopoRingCrossGBs(places, hostOf, naive, N), 0.0, 1e-12);
+  cr_expect_float_eq(weftTopoRingCrossGBs(places, hostOf, reversed, N), 0.0, 1e-12);
+  for (size_t bytes = 8; bytes <= ((size_t)64 << 20); bytes *= 64) {
+    double a = ringCost(aware, places, hostOf, N, bytes), b = ringCost(naive, places, hostOf, N, bytes);
+    double c = ringCost(reversed, places, hostOf, N, bytes);
+    cr_expect(a == b && b == c, "%zu B: %.3f, %.3f, %.3f us", bytes, a, b, c);
+  }
+  weftTopoHostFree(h);
+}
+
+Test(topo_cost, links_between_hosts_are_not_crossings) {
+  struct weftTopoHost *h = topoFixtureLoad("topo-2s-2pu.xml");
+  /* two hosts of one rank each on different packages: the ring passes between hosts, not
+   * between the packages of one */
+  struct weftTopoPlace places[2];
+  topoPlaceOnCore(h, 0, &places[0]);
+  topoPlaceOnCore(h, 1, &places[1]);
+  int hostOf[2] = {0, 1}, order[2] = {0, 1};
+  cr_expect_float_eq(weftTopoRingCrossGBs(places, hostOf, order, 2), 0.0, 1e-12);
+  hostOf[1] = 0;
+  cr_expect_float_eq(weftTopoRingCrossGBs(places, hostOf, order, 2), 16.0, 1e-9,
+                     "one host: a link each way, each with all of it");
+  weftTopoHostFree(h);
+}
