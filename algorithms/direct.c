@@ -32,17 +32,29 @@ struct directHello {
   uint64_t probeAddr;
 };
 
-/* fail line | ctrl[n] | staging[n][2][chunk] | result[2][chunk] */
+/* fail line | ctrl[n] | to a page | staging[n][2][chunk] | result[2][chunk]: each rank's
+ * staging on whole pages, so it can live on its writer's NUMA node (direct_place.c) */
 static size_t segmentBytes(int n, size_t chunk) {
-  return sizeof(struct directFailLine) + sizeof(struct directCtrl) * (size_t)n +
-         (size_t)n * 2 * chunk + 2 * chunk;
+  return weftDirectHeaderBytes(n) + (size_t)n * 2 * chunk + 2 * chunk;
 }
 
 static void layout(struct directState *s) {
   s->fail = (struct directFailLine *)s->seg;
   s->ctrl = (struct directCtrl *)(s->seg + sizeof(struct directFailLine));
-  s->staging = (char *)(s->ctrl + s->n);
+  s->staging = s->seg + weftDirectHeaderBytes(s->n);
   s->result = s->staging + (size_t)s->n * 2 * s->chunkBytes;
+}
+
+/* Rank 0 creates the segment with every rank's parts bound to that rank's NUMA node. */
+static weftResult_t directCreateSegment(struct weftComm *comm, struct directState *s) {
+  struct weftTopoPlace *places = malloc(sizeof *places * (size_t)s->n);
+  if (places == NULL) return weftSetError(weftSystemError, "out of memory");
+  for (int r = 0; r < s->n; r++) places[r] = comm->peers[r].place;
+  struct directPlaceArgs where = {comm->topoHost, places, s->n, s->chunkBytes};
+  weftResult_t rc = weftShmCreatePlaced(s->segBytes, s->name, (void **)&s->seg,
+                                        weftDirectPlaceSegment, &where);
+  free(places);
+  return rc;
 }
 
 #define CMA_PROBE_VALUE 0x77656674u
@@ -60,7 +72,7 @@ static int cmaAccessible(int pid, uint64_t addr) {
 static weftResult_t directMapSegment(struct weftComm *comm, struct directState *s,
                                      struct directHello *hello) {
   if (s->me == 0) {
-    WEFTCHECK(weftShmCreate(s->segBytes, s->name, (void **)&s->seg));
+    WEFTCHECK(directCreateSegment(comm, s));
     s->named = 1;
     memcpy(hello[0].name, s->name, sizeof s->name);
   }

@@ -134,6 +134,33 @@ weftResult_t weftDirectReducePeers(struct directState *s, const struct weftCollA
 /* Elements [*first, *first + *len) of `count` that rank `who` of n reduces; 64-byte aligned. */
 void weftDirectSliceOf(size_t count, size_t typeSize, int n, int who, size_t *first, size_t *len);
 
+/* ---- direct_place.c: the segment's pages on the NUMA nodes of their writers ---- */
+/* The header (fail line, ctrl[n]) is padded to this, so each rank's staging starts on a page
+ * (the chunk is a multiple of it: settings.c). A larger system page only binds less. */
+#define DIRECT_PAGE_BYTES 4096
+size_t weftDirectHeaderBytes(int n);
+/* A part of the segment (offset and length, whole pages) one rank writes, and its node. */
+struct directSpan {
+  size_t off, len;
+  int rank, node;
+};
+#define DIRECT_SPANS_PER_RANK 3
+/* Rank's parts: its staging (both halves), its slice of each result half (a full chunk cut
+ * as the reductions cut it, weftDirectSliceOf), whole pages of pageBytes only; their count. */
+int weftDirectSpansOf(int n, size_t chunkBytes, size_t pageBytes, int rank, struct directSpan *spans);
+/* What the creator binds: host (NULL: nothing) and the places of the n ranks. */
+struct directPlaceArgs {
+  const struct weftTopoHost *host;
+  const struct weftTopoPlace *places;
+  int n;
+  size_t chunkBytes;
+};
+/* Every rank's parts whose writer has a NUMA node to bind to (weftTopoMemNode), in spans
+ * (room for n * DIRECT_SPANS_PER_RANK); their count. Pure. */
+int weftDirectPlacement(const struct directPlaceArgs *p, size_t pageBytes, struct directSpan *spans);
+/* weftShmPlaceFn: binds the parts weftDirectPlacement lists (arg: struct directPlaceArgs). */
+void weftDirectPlaceSegment(void *seg, size_t bytes, void *arg);
+
 /* ---- costs (microseconds, pure: every rank computes the same) ---- */
 /* One round's synchronisation: ~0.2 us per peer when every rank has a core, a scheduler
  * round trip (~0.7 us per rank) when ranks outnumber cores (calibrated on a 2-core x86 host). */

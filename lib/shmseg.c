@@ -51,23 +51,34 @@ static weftResult_t mapFd(int fd, const char *name, size_t bytes, void **ptr) {
   return weftSuccess;
 }
 
-weftResult_t weftShmCreate(size_t bytes, char name[WEFT_SHM_NAME_BYTES], void **ptr) {
+weftResult_t weftShmCreatePlaced(size_t bytes, char name[WEFT_SHM_NAME_BYTES], void **ptr,
+                                 weftShmPlaceFn place, void *arg) {
   weftResult_t rc = randomName(name);
   if (rc != weftSuccess) return rc;
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return weftSetSysError(errno, "shm_open(%s)", name);
-  /* fallocate, not ftruncate: a full /dev/shm fails here instead of SIGBUS on first touch */
-  int err = posix_fallocate(fd, 0, (off_t)bytes);
-  if (err != 0) {
-    close(fd);
-    shm_unlink(name);
-    return weftSetSysError(err, "cannot allocate %zu bytes of shared memory for %s (is /dev/shm full?)",
-                           bytes, name);
-  }
-  rc = mapFd(fd, name, bytes, ptr);
+  void *p = NULL;
+  int err = ftruncate(fd, (off_t)bytes) == 0 ? 0 : errno;
+  if (err == 0) rc = mapFd(fd, name, bytes, &p);
+  /* the policy set on the mapping is the object's (tmpfs's shared policy): the pages
+   * allocated next follow it, where mbind would move none that no process has touched yet */
+  if (p != NULL && place != NULL) place(p, bytes, arg);
+  /* fallocate: a full /dev/shm fails here instead of SIGBUS on first touch */
+  if (p != NULL) err = posix_fallocate(fd, 0, (off_t)bytes);
   close(fd);
-  if (rc != weftSuccess) shm_unlink(name);
-  return rc;
+  if (p != NULL && err == 0) {
+    *ptr = p;
+    return weftSuccess;
+  }
+  if (p != NULL) munmap(p, bytes);
+  shm_unlink(name);
+  if (rc != weftSuccess) return rc;
+  return weftSetSysError(err, "cannot allocate %zu bytes of shared memory for %s (is /dev/shm full?)",
+                         bytes, name);
+}
+
+weftResult_t weftShmCreate(size_t bytes, char name[WEFT_SHM_NAME_BYTES], void **ptr) {
+  return weftShmCreatePlaced(bytes, name, ptr, NULL, NULL);
 }
 
 weftResult_t weftShmOpen(const char *name, size_t bytes, void **ptr) {

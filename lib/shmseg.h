@@ -11,6 +11,12 @@
 #define WEFT_SHM_NAME_BYTES 64
 
 weftResult_t weftShmCreate(size_t bytes, char name[WEFT_SHM_NAME_BYTES], void **ptr);
+/* The same, calling place(addr, bytes, arg) on the mapping before any page is allocated, so a
+ * memory policy it sets (weftTopoBindMemory) decides where every page of the segment goes,
+ * whoever touches it first. */
+typedef void (*weftShmPlaceFn)(void *addr, size_t bytes, void *arg);
+weftResult_t weftShmCreatePlaced(size_t bytes, char name[WEFT_SHM_NAME_BYTES], void **ptr,
+                                 weftShmPlaceFn place, void *arg);
 weftResult_t weftShmOpen(const char *name, size_t bytes, void **ptr);
 /* Removes the name (ENOENT is not an error: another user may have removed it). */
 void weftShmUnlink(const char *name);

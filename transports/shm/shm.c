@@ -122,8 +122,10 @@ static weftResult_t shmCanConnect(void *state, const struct weftPeerInfo *me,
 
 /* The FIFO's pages on the NUMA node of its reader (this rank, which creates it): the sender
  * writes each slot once, the reader reads it and then copies or reduces from it, and polls
- * head. Only where the host has several NUMA nodes and this rank's binding lies in one. */
-static void bindToReader(const struct weftComm *comm, void *p, size_t bytes) {
+ * head. Only where the host has several NUMA nodes and this rank's binding lies in one; set
+ * before the pages are allocated (weftShmCreatePlaced), so they go there whoever runs. */
+static void shmBindToReader(void *p, size_t bytes, void *arg) {
+  const struct weftComm *comm = arg;
   int node = comm->topoHost != NULL ? weftTopoMemNode(comm->topoHost, &comm->peers[comm->rank].place) : -1;
   int err = weftTopoBindMemory(p, bytes, node);
   if (node >= 0)
@@ -144,8 +146,7 @@ static weftResult_t shmSetup(void *state, int peer, int dir, struct weftConn *c,
   if (dir == WEFT_DIR_SEND) return weftSuccess; /* the receiver owns the FIFO */
   sc->mapBytes = fifoBytes(s->nslots, s->slotBytes);
   void *p = NULL;
-  WEFTCHECK(weftShmCreate(sc->mapBytes, sc->name, &p));
-  bindToReader(s->comm, p, sc->mapBytes);
+  WEFTCHECK(weftShmCreatePlaced(sc->mapBytes, sc->name, &p, shmBindToReader, s->comm));
   sc->named = 1;
   sc->fifo = p;
   sc->data = fifoData(p);
