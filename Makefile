@@ -24,7 +24,7 @@ WARN := -Wall -Wextra -Werror
 CFLAGS ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -fPIC -pthread -Iinclude -Ilib $(HWLOC_CFLAGS) \
   $(SODIUM_CFLAGS)
-LIBS := $(HWLOC_LIBS) $(SODIUM_LIBS) -lpthread -lm -lrt
+LIBS := $(HWLOC_LIBS) $(SODIUM_LIBS) -lpthread -lm -lrt -ldl
 
 LIB_SRCS := $(wildcard lib/*.c) $(wildcard transports/*/*.c) $(wildcard algorithms/*.c)
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))

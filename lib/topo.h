@@ -15,7 +15,8 @@
 #define WEFT_TOPO_NAME_BYTES 32
 #define WEFT_TOPO_MAX_DEVS 64
 #define WEFT_TOPO_CPUSET_BYTES 128 /* PUs 0..1023: enough for a rank's binding */
-#define WEFT_TOPO_MISSING_BYTES 384
+#define WEFT_TOPO_MISSING_BYTES 768
+#define WEFT_TOPO_BUSID_BYTES 24 /* "00000000:17:00.0" as NVML spells it */
 
 /* How close two things are: the most specific level they share, closest first. Two cores
  * compare by their CPU levels; two PCI devices first by their PCI tree, then by the CPU side
@@ -45,7 +46,8 @@ struct weftTopoDev {
   int kind;
   char name[WEFT_TOPO_NAME_BYTES]; /* network interface (eth0), else RDMA device, else GPU's */
   char rdma[WEFT_TOPO_NAME_BYTES]; /* the RDMA device of the same PCI function, "" none */
-  char busId[16];                  /* PCI bus id, "0000:17:00.0" */
+  char busId[WEFT_TOPO_BUSID_BYTES]; /* PCI bus id, "0000:17:00.0" */
+  int cudaDev;                     /* a GPU's CUDA device ordinal (bus id matched), -1 none/unknown */
   int speedMbps;                   /* link speed the OS reports, -1 unknown */
   int localityKnown;               /* 0: hwloc hangs it off the machine (a VM's PCI tree) */
   struct weftTopoLoc loc;
@@ -148,6 +150,23 @@ int weftTopoBindMemory(void *addr, size_t bytes, int node);
  * on; 0 when binding a thread there would override the user's binding or there are none. */
 int weftTopoDevCpus(const struct weftTopoHost *host, const struct weftTopoPlace *self,
                     const struct weftTopoDev *dev, uint8_t *cpus, size_t bytes);
+
+/* Appends what fell back to host->missing ("; " between notes), warned once per model. */
+void weftTopoNoteMissing(struct weftTopoHost *host, const char *what);
+
+/* GPUs and CUDA devices (lib/topo_cuda.c). The n bus ids are CUDA's devices in ordinal order;
+ * each GPU of the model with one of them gets that ordinal as cudaDev, every other GPU -1, and
+ * a device matching no GPU is noted as missing. Returns the GPUs matched. */
+int weftTopoMatchGpus(struct weftTopoHost *host, const char (*busIds)[WEFT_TOPO_BUSID_BYTES], int n);
+/* Lists CUDA's devices' bus ids (at most max): the count, or -1 with why. */
+typedef int (*weftTopoCudaListFn)(char (*busIds)[WEFT_TOPO_BUSID_BYTES], int max, char *why, size_t len);
+/* The driver's list: libcuda.so.1 loaded at run time (cuInit, cuDeviceGetCount, cuDeviceGet,
+ * cuDeviceGetPCIBusId). */
+int weftTopoCudaBusIds(char (*busIds)[WEFT_TOPO_BUSID_BYTES], int max, char *why, size_t len);
+/* Matches host's GPUs to what list returns; where it fails, one note in host->missing. Nothing
+ * (no driver loaded) for a host without GPUs. weftTopoHostLoad calls it with
+ * weftTopoCudaBusIds for a detected host (a file's bus ids may be another machine's). */
+void weftTopoHostMatchCuda(struct weftTopoHost *host, weftTopoCudaListFn list);
 
 /* Readable description of the host (weft-topo). */
 void weftTopoHostPrint(const struct weftTopoHost *host, void *file);

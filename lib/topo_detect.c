@@ -14,7 +14,7 @@
 #include "log.h"
 #include "topo.h"
 
-static void noteMissing(struct weftTopoHost *host, const char *what) {
+void weftTopoNoteMissing(struct weftTopoHost *host, const char *what) {
   size_t o = strlen(host->missing);
   if (o + 1 < sizeof host->missing)
     snprintf(host->missing + o, sizeof host->missing - o, "%s%s", o ? "; " : "", what);
@@ -77,7 +77,7 @@ static weftResult_t readNuma(hwloc_topology_t topo, struct weftTopoHost *host) {
     host->numaOs[i] = (int)n->os_index;
     withMemory += n->attr->numanode.local_memory > 0;
   }
-  if (host->nnuma == 0 || withMemory == 0) noteMissing(host, "no NUMA information (one node assumed)");
+  if (host->nnuma == 0 || withMemory == 0) weftTopoNoteMissing(host, "no NUMA information (one node assumed)");
   return weftSuccess;
 }
 
@@ -146,6 +146,7 @@ static void readDevices(hwloc_topology_t topo, struct weftTopoHost *host) {
     struct weftTopoDev d;
     if (host->ndevs == WEFT_TOPO_MAX_DEVS || !readDev(pci, &d)) continue;
     d.loc = (struct weftTopoLoc){-1, -1, -1, -1, -1, -1};
+    d.cudaDev = -1;
     d.speedMbps = !host->fromFile && d.kind == WEFT_TOPO_NIC && d.name[0] != d.busId[0] ? netSpeed(d.name) : -1;
     pciSide(pci, &d.loc);
     cpuSide(topo, pci, &d);
@@ -156,10 +157,10 @@ static void readDevices(hwloc_topology_t topo, struct weftTopoHost *host) {
     host->devs[host->ndevs++] = d;
   }
   char what[256];
-  if (npci == 0) noteMissing(host, "no PCI devices (no GPU or NIC locality: NICs are the sockets' own)");
+  if (npci == 0) weftTopoNoteMissing(host, "no PCI devices (no GPU or NIC locality: NICs are the sockets' own)");
   if (o > 0) {
     snprintf(what, sizeof what, "no PCI locality for %s (taken as anywhere on the machine)", unplaced);
-    noteMissing(host, what);
+    weftTopoNoteMissing(host, what);
   }
 }
 
@@ -239,6 +240,7 @@ weftResult_t weftTopoHostLoad(const char *path, struct weftTopoHost **out) {
   snprintf(host->source, sizeof host->source, "%s", path != NULL ? path : "hwloc");
   weftResult_t rc = fromTopology(topo, host);
   hwloc_topology_destroy(topo);
+  if (rc == weftSuccess && !host->fromFile) weftTopoHostMatchCuda(host, weftTopoCudaBusIds);
   if (rc != weftSuccess) {
     weftTopoHostFree(host);
     return rc;

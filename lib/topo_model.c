@@ -107,6 +107,7 @@ static void printDevs(const struct weftTopoHost *h, FILE *f) {
     fprintf(f, "  %-3s %-10s %s  ", d->kind == WEFT_TOPO_GPU ? "GPU" : "NIC", d->name, d->busId);
     printLoc(f, &d->loc);
     if (d->rdma[0] && strcmp(d->rdma, d->name) != 0) fprintf(f, ", RDMA %s", d->rdma);
+    if (d->kind == WEFT_TOPO_GPU && d->cudaDev >= 0) fprintf(f, ", CUDA device %d", d->cudaDev);
     if (d->kind == WEFT_TOPO_NIC) {
       if (d->speedMbps > 0) fprintf(f, ", %d Mb/s", d->speedMbps);
       else fprintf(f, ", speed unknown");

@@ -39,7 +39,7 @@ LAYERS = [
     # Leaves: logging, parameters, sockets, clocks, errors, reductions, topology, names, handles.
     ("base", ["lib/log", "lib/param", "lib/socket", "lib/deadline", "lib/errors", "lib/reduce",
               "lib/lowfloat", "lib/topo", "lib/topo_detect", "lib/topo_model",
-              "lib/topo_place", "lib/topo_decide", "lib/collname", "lib/argcheck"]),
+              "lib/topo_place", "lib/topo_decide", "lib/topo_cuda", "lib/collname", "lib/argcheck"]),
 ]
 
 DEFINED = set("TDBRVWCGSiu")  # global definitions (weak, common, ifunc, unique included)
