@@ -20,13 +20,19 @@ HWLOC_LIBS := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
 SODIUM_CFLAGS := $(shell pkg-config --cflags libsodium 2>/dev/null)
 SODIUM_LIBS := $(shell pkg-config --libs libsodium 2>/dev/null || echo -lsodium)
 
+# UCX (Debian's libucx-dev): the ucx transport, built where UCX is installed (install-deps.sh
+# installs it); without it the transport's folder and its registry line drop out.
+UCX_LIBS := $(shell pkg-config --libs ucx 2>/dev/null)
+UCX_CFLAGS := $(if $(UCX_LIBS),$(shell pkg-config --cflags ucx) -DWEFT_HAVE_UCX)
+
 WARN := -Wall -Wextra -Werror
 CFLAGS ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -fPIC -pthread -Iinclude -Ilib $(HWLOC_CFLAGS) \
-  $(SODIUM_CFLAGS)
-LIBS := $(HWLOC_LIBS) $(SODIUM_LIBS) -lpthread -lm -lrt -ldl
+  $(SODIUM_CFLAGS) $(UCX_CFLAGS)
+LIBS := $(HWLOC_LIBS) $(SODIUM_LIBS) $(UCX_LIBS) -lpthread -lm -lrt -ldl
 
-LIB_SRCS := $(wildcard lib/*.c) $(wildcard transports/*/*.c) $(wildcard algorithms/*.c)
+LIB_SRCS := $(wildcard lib/*.c) $(filter-out $(if $(UCX_LIBS),,transports/ucx/%),$(wildcard transports/*/*.c)) \
+  $(wildcard algorithms/*.c)
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
@@ -225,7 +231,7 @@ install: lib tools install-pytorch
 	install -m 644 $(BUILD)/libweft.a $(DESTDIR)$(LIBDIR)/libweft.a
 	install -m 644 include/weft.h $(DESTDIR)$(INCLUDEDIR)/weft.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
-	  -e 's|@VERSION@|$(VERSION)|g' weft.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/weft.pc
+	  -e 's|@VERSION@|$(VERSION)|g' -e 's|@UCX_LIBS@|$(UCX_LIBS)|g' weft.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/weft.pc
 uninstall: uninstall-pytorch
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 

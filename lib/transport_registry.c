@@ -4,10 +4,16 @@
 
 extern const struct weftTransportOps weftTransportShm;
 extern const struct weftTransportOps weftTransportTcp;
+#ifdef WEFT_HAVE_UCX
+extern const struct weftTransportOps weftTransportUcx;
+#endif
 
 /* In order of preference: the first that can connect two ranks wins. */
 const struct weftTransportOps *const weftTransports[] = {
   &weftTransportShm,
+#ifdef WEFT_HAVE_UCX
+  &weftTransportUcx, /* only where asked for, or where UCX has a network faster than TCP */
+#endif
   &weftTransportTcp,
   NULL,
 };

@@ -16,6 +16,12 @@ const char *weftVersionGitRev(void) { return WEFT_GIT_REV; }
 static char banner[512];
 static pthread_once_t bannerOnce = PTHREAD_ONCE_INIT;
 
+#ifdef WEFT_HAVE_UCX
+#define UCX_FEATURE "UCX built"
+#else
+#define UCX_FEATURE "UCX not built"
+#endif
+
 /* Features as they are added to the build: each one says whether this build has it. */
 static void bannerMake(void) {
   size_t o = (size_t)snprintf(banner, sizeof banner, "weft %s (git %s); transports",
@@ -27,7 +33,7 @@ static void bannerMake(void) {
     o += (size_t)snprintf(banner + o, sizeof banner - o, " %s", weftAlgos[a]->name);
   if (o < sizeof banner)
     snprintf(banner + o, sizeof banner - o,
-             "; reduction kernels %s; CUDA not built; verbs not built; UCX not built",
+             "; reduction kernels %s; CUDA not built; verbs not built; " UCX_FEATURE,
              weftReduceKernelName());
 }
 

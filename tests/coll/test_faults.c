@@ -259,6 +259,13 @@ Test(dead_peer, direct_4) { killOne(4, 0, "direct", NULL); }
 Test(dead_peer, ring_shm_4) { killOne(4, 0, "ring", "shm"); }
 Test(dead_peer, ring_tcp_4) { killOne(4, 0, "ring", "tcp"); }
 Test(dead_peer, tree_4) { killOne(4, 0, "tree", NULL); }
+#ifdef WEFT_HAVE_UCX
+/* UCX (asked for by name: every link over it), on one host and between two emulated hosts
+ * (shm inside a host). */
+Test(dead_peer, ring_ucx_4) { killOne(4, 0, "ring", "ucx"); }
+Test(dead_peer, ring_ucx_2x2) { killOne(4, 2, "ring", "shm,ucx"); }
+Test(dead_peer, alltoall_ucx_2x2) { killOneIn(4, 2, NULL, "shm,ucx", MODE_LOOP_ALLTOALL); }
+#endif
 /* Two emulated hosts of two ranks: shm inside a host, tcp between them. */
 Test(dead_peer, hier_2x2) { killOne(4, 2, "hier", NULL); }
 Test(dead_peer, ring_2x2) { killOne(4, 2, "ring", NULL); }
@@ -322,6 +329,13 @@ static void stopOne(int nranks, const char *algo, int victim) {
 
 Test(stuck_peer, direct_3) { stopOne(3, "direct", 2); }
 Test(stuck_peer, ring_2) { stopOne(2, "ring", 1); }
+#ifdef WEFT_HAVE_UCX
+Test(stuck_peer, ring_ucx_2) {
+  setenv("WEFT_TRANSPORTS", "ucx", 1);
+  stopOne(2, "ring", 1);
+  unsetenv("WEFT_TRANSPORTS");
+}
+#endif
 
 /* Mismatched calls at the same operation: weftInvalidUsage on every rank, with both
  * signatures, before any data is combined (docs/fault-tolerance.md). */
@@ -365,3 +379,12 @@ Test(mismatch, ring_count) { mismatch("ring", MODE_MISMATCH_COUNT); }
 Test(mismatch, ring_type) { mismatch("ring", MODE_MISMATCH_TYPE); }
 Test(mismatch, ring_op) { mismatch("ring", MODE_MISMATCH_OP); }
 Test(mismatch, tree_op) { mismatch("tree", MODE_MISMATCH_OP); }
+#ifdef WEFT_HAVE_UCX
+/* Over UCX the ranks that meet the other signature tell their peers through the close
+ * message (transports/ucx), as tcp's close record does. */
+Test(mismatch, ring_ucx_op) {
+  setenv("WEFT_TRANSPORTS", "ucx", 1);
+  mismatch("ring", MODE_MISMATCH_OP);
+  unsetenv("WEFT_TRANSPORTS");
+}
+#endif

@@ -12,6 +12,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The registry of this build (lib/transport_registry.c). */
+#ifdef WEFT_HAVE_UCX
+#define TRANSPORT_NAMES "shm ucx tcp"
+#define UCX_NOT_ASKED "ucx: not in WEFT_TRANSPORTS=\"shm\"; "
+#else
+#define TRANSPORT_NAMES "shm tcp"
+#define UCX_NOT_ASKED ""
+#endif
+
 #include "forked.h"
 #include "harness.h"
 #include "settings.h"
@@ -44,7 +53,7 @@ static const struct {
     {"WEFT_FLIGHT_RECORDER", "2", "0 or 1"},
     {"WEFT_SIMD", "7", "0 (portable)"},
     {"WEFT_ALGO", "bogus", "a comma list of ring direct tree hier"},
-    {"WEFT_TRANSPORTS", "shm,ib", "a comma list of shm tcp"},
+    {"WEFT_TRANSPORTS", "shm,ib", "a comma list of " TRANSPORT_NAMES},
     {"WEFT_SOCKET_FAMILY", "inet", "AF_INET or AF_INET6"},
     {"WEFT_COMM_ID", "nohostport", "host:port"},
     {"WEFT_TCP_BW_GBPS", "fast", "a number > 0"},
@@ -191,7 +200,7 @@ Test(settings, debug_info_prints_banner_with_features, .timeout = 30) {
   snprintf(want, sizeof want, "WEFT INFO weft %d.%d.%d (git ", WEFT_MAJOR, WEFT_MINOR, WEFT_PATCH);
   const char *banner = strstr(log, want);
   cr_assert(banner != NULL, "no banner \"%s\" in: %s", want, log);
-  cr_expect(strstr(banner, "transports shm tcp") != NULL, "%s", banner);
+  cr_expect(strstr(banner, "transports " TRANSPORT_NAMES) != NULL, "%s", banner);
   cr_expect(strstr(banner, "CUDA ") != NULL && strstr(banner, "verbs ") != NULL &&
                 strstr(banner, "UCX ") != NULL, "%s", banner);
   cr_expect(strstr(banner + 1, want) == NULL, "the banner is printed once per process");
@@ -271,7 +280,7 @@ Test(settings, forced_direct_across_hosts_says_why, .timeout = 60) {
 Test(settings, forced_transport_that_cannot_connect_says_why, .timeout = 60) {
   struct scenario *sc = runScenario(2, 2, "WEFT_TRANSPORTS", "shm");
   expectEveryRank(sc, 2, "no transport can connect rank",
-                  "shm: it cannot connect these two ranks; tcp: not in WEFT_TRANSPORTS=\"shm\"");
+                  "shm: it cannot connect these two ranks; " UCX_NOT_ASKED "tcp: not in WEFT_TRANSPORTS=\"shm\"");
 }
 
 /* docs/env.md holds the generated table exactly (make env-doc writes it). */
