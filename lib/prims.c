@@ -50,8 +50,23 @@ void weftWaitAdapt(struct weftWaiter *w) {
     c->spinIters = c->spinIters / 2 > WAIT_MIN_SPIN ? c->spinIters / 2 : WAIT_MIN_SPIN;
 }
 
+void weftWaitAccount(struct weftWaiter *w, int next) {
+  struct weftComm *comm = w->comm;
+  int64_t now = nowNs();
+  if (w->markNs != 0 && comm->waitNsByPeer != NULL) {
+    int64_t waited = now - w->markNs;
+    comm->opWaitNs += waited;
+    if (w->markPeer >= 0 && w->markPeer < comm->nranks) comm->waitNsByPeer[w->markPeer] += waited;
+  }
+  w->markNs = next >= 0 ? now : 0;
+  w->markPeer = next;
+}
+
 weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer) {
   struct weftComm *comm = w->comm;
+  /* Whom this wait waits for now (the direct algorithm's moves on as peers arrive). */
+  if (comm->waitNsByPeer != NULL && (w->markNs == 0 || peer != w->markPeer))
+    weftWaitAccount(w, peer);
   uint32_t i = w->iter++;
   uint32_t spin = (uint32_t)comm->spinIters;
   if (i < spin) {
