@@ -349,6 +349,30 @@ WEFT_API weftResult_t weftCommGetCollAlgorithm(const weftComm_t comm, weftColl_t
 WEFT_API weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count,
                                            weftDataType_t datatype, const char **name);
 
+/* weft extension: a rank the others waited for, as the straggler report found it
+ * (WEFT_STRAGGLER_REPORT, docs/stragglers.md). In each collective the last rank to arrive is
+ * the one that waited least; its lateness is the median of the other ranks' waits minus its
+ * own. A rank is named when, in the last window of windowOps collectives, it was last (by at
+ * least WEFT_STRAGGLER_MIN_US) in at least a tenth of them and in more than 1.5 times its
+ * fair share (1 / nranks) of the collectives where any rank was that late. */
+typedef struct {
+  int rank;
+  int lastOps;            /* collectives of the window in which it was last */
+  int windowOps;          /* collectives in the window */
+  double medianLateUs;    /* median lateness over those lastOps collectives, microseconds */
+  double waitedOnUs;      /* what all other ranks' waits attributed to it in the window, us */
+} weftStraggler_t;
+
+/* weft extension: the ranks the last complete window of the straggler report named, the
+ * most often last first, the same on every rank. *count = how many were named (0 when none,
+ * or no window has completed yet); the first min(*count, capacity) are written to
+ * stragglers. Out-parameters are written only on success. weftInvalidArgument for a NULL
+ * count, a negative capacity, or a NULL stragglers with capacity > 0; weftInvalidUsage when
+ * WEFT_STRAGGLER_REPORT was 0 at init, or while a non-blocking collective is in flight. Not
+ * collective; sends nothing. */
+WEFT_API weftResult_t weftCommGetStragglers(const weftComm_t comm, weftStraggler_t *stragglers,
+                                            int capacity, int *count);
+
 WEFT_API const char *weftGetErrorString(weftResult_t result);
 
 /* The message of the last error seen by this communicator (or by this thread when comm is
@@ -392,6 +416,7 @@ WEFT_API __typeof__(weftRedOpCreatePreMulSum) pweftRedOpCreatePreMulSum;
 WEFT_API __typeof__(weftRedOpDestroy) pweftRedOpDestroy;
 WEFT_API __typeof__(weftCommGetAlgorithm) pweftCommGetAlgorithm;
 WEFT_API __typeof__(weftCommGetCollAlgorithm) pweftCommGetCollAlgorithm;
+WEFT_API __typeof__(weftCommGetStragglers) pweftCommGetStragglers;
 WEFT_API __typeof__(weftGetErrorString) pweftGetErrorString;
 WEFT_API __typeof__(weftGetLastError) pweftGetLastError;
 #endif

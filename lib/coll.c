@@ -15,6 +15,7 @@
 #include "param.h"
 #include "redop.h"
 #include "reduce.h"
+#include "straggler.h"
 
 /* The flight recorder's clock: CLOCK_MONOTONIC_COARSE costs ~12 ns where CLOCK_MONOTONIC
  * costs ~50, and is read once per successful collective (its start; it finished before the
@@ -73,7 +74,7 @@ void weftFlightDump(struct weftComm *comm, const char *why) {
 }
 
 /* Tunes, records and runs one validated collective (its PreMulSum input scaled first). */
-static weftResult_t collRunAlgo(struct weftComm *comm, struct weftCollArgs args) {
+weftResult_t weftCollRunAlgo(struct weftComm *comm, struct weftCollArgs args) {
   weftResult_t rc;
   if (args.op == WEFT_OP_PREMULSUM) weftRedOpApply(comm, &args); /* scale, then a Sum */
   int algo = weftTuneChoose(comm, &args);
@@ -108,8 +109,10 @@ weftResult_t weftCollRun(struct weftComm *comm, struct weftCollArgs args) {
   /* A plain store, not a locked add: one thread calls collectives on a communicator, and
    * weftCommAbort only has to see calls that are already waiting (see weftCommAbort). */
   atomic_store_explicit(&comm->busy, 1, memory_order_release);
-  weftResult_t rc = collRunAlgo(comm, args);
+  if (comm->stragglers != NULL) weftStragglerOpBegin(comm);
+  weftResult_t rc = weftCollRunAlgo(comm, args);
   if (args.op == WEFT_OP_PREMULSUM) weftRedOpEnd(comm);
+  if (comm->stragglers != NULL) rc = weftStragglerOpEnd(comm, rc);
   atomic_store_explicit(&comm->busy, 0, memory_order_release);
   return rc;
 }

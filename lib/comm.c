@@ -17,6 +17,7 @@
 #include "settings.h"
 #include "shmseg.h"
 #include "socket.h"
+#include "straggler.h"
 
 WEFT_PUBLIC weftResult_t weftGetVersion(int *version) {
   if (version == NULL) return weftSetError(weftInvalidArgument, "weftGetVersion: version is NULL");
@@ -103,6 +104,7 @@ static void commFree(struct weftComm *comm) {
   weftSplitFree(comm->split);
   free(comm->watchSeen);
   weftRedOpsFree(comm->redOps);
+  weftStragglerFree(comm);
   comm->magic = 0;
   free(comm);
 }
@@ -133,6 +135,7 @@ static weftResult_t commInitBody(struct weftComm *comm) {
   WEFTCHECK(weftTransportsInit(comm));
   WEFTCHECK(weftRingConnect(comm));
   WEFTCHECK(algosInit(comm));
+  WEFTCHECK(weftStragglerInit(comm));
   WEFTCHECK(weftTuneInit(comm));
   WEFTCHECK(weftTopoGraphDump(comm));
   comm->initDone = 1;

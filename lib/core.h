@@ -135,6 +135,14 @@ struct weftComm {
   int64_t watchSentMs;  /* when the last one went */
   int initDone; /* the bootstrap ring is free for notes only once init no longer uses it */
 
+  /* Straggler report (lib/straggler.c, WEFT_STRAGGLER_REPORT): NULL when off. While a
+   * collective runs with it on, waitNsByPeer points at its per-peer sums and every wait that
+   * pauses adds what it waited to waitNsByPeer[peer] and opWaitNs (weftWaitAccount); NULL
+   * otherwise, so waits outside collectives (and the report's own exchange) do not count. */
+  struct weftStragglers *stragglers;
+  int64_t *waitNsByPeer;
+  int64_t opWaitNs;
+
   struct weftRedOps *redOps; /* PreMulSum ops and their scratch (lib/redop.c), NULL: none yet */
 };
 

@@ -30,6 +30,9 @@ weftResult_t weftStartTasks(struct weftComm *comm, const struct weftTask *tasks,
                             const char *api);
 /* Runs one validated collective (lib/coll.c). */
 weftResult_t weftCollRun(struct weftComm *comm, struct weftCollArgs args);
+/* The part of weftCollRun that runs the collective, without the straggler report's
+ * bookkeeping around it: what the report's own exchange calls (lib/straggler.c). */
+weftResult_t weftCollRunAlgo(struct weftComm *comm, struct weftCollArgs args);
 /* Why comm cannot take a call now (init in progress, failed, a non-blocking call in flight,
  * aborted), named after api; weftSuccess when it can (lib/coll.c). */
 weftResult_t weftCheckUsable(struct weftComm *comm, const char *api);

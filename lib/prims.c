@@ -40,6 +40,7 @@ static int64_t nowNs(void) {
 #define WAIT_SHORT_NS 20000  /* under this past the spin, a longer spin would have caught it */
 #define WAIT_LONG_NS 200000  /* over this, spinning more would only have burnt a core */
 #define WAIT_MIN_SPIN 16
+#define WAIT_MARK_POLLS 64 /* polls (~2 us) a wait may spin before the straggler report times it */
 
 void weftWaitAdapt(struct weftWaiter *w) {
   struct weftComm *c = w->comm;
@@ -50,10 +51,29 @@ void weftWaitAdapt(struct weftWaiter *w) {
     c->spinIters = c->spinIters / 2 > WAIT_MIN_SPIN ? c->spinIters / 2 : WAIT_MIN_SPIN;
 }
 
+void weftWaitAccount(struct weftWaiter *w, int next) {
+  struct weftComm *comm = w->comm;
+  int64_t now = nowNs();
+  if (w->markNs != 0 && comm->waitNsByPeer != NULL) {
+    int64_t waited = now - w->markNs;
+    comm->opWaitNs += waited;
+    if (w->markPeer >= 0 && w->markPeer < comm->nranks) comm->waitNsByPeer[w->markPeer] += waited;
+  }
+  w->markNs = next >= 0 ? now : 0;
+  w->markPeer = next;
+}
+
 weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer) {
   struct weftComm *comm = w->comm;
   uint32_t i = w->iter++;
   uint32_t spin = (uint32_t)comm->spinIters;
+  /* The straggler report's clock: from the WAIT_MARK_POLLS-th poll (or the end of a shorter
+   * spin) on, and again when the peer waited for changes (the direct algorithm's waiter
+   * moves on as peers arrive). A wait shorter than that (well under the report's threshold)
+   * reads no clock: two reads (~60 ns each here) would double an 8-byte AllReduce. */
+  if (comm->waitNsByPeer != NULL && i >= (spin < WAIT_MARK_POLLS ? spin : WAIT_MARK_POLLS) &&
+      (w->markNs == 0 || peer != w->markPeer))
+    weftWaitAccount(w, peer);
   if (i < spin) {
     cpuRelax();
     return weftSuccess;

@@ -16,6 +16,10 @@ struct weftWaiter {
   uint32_t spin;    /* the spin phase of this wait */
   int64_t deadlineMs;
   int64_t yieldStartNs; /* when the wait stopped spinning */
+  /* Straggler measurement (lib/straggler.h), only while comm->waitNsByPeer is set: when the
+   * time since markNs started to count against markPeer; 0 none. */
+  int64_t markNs;
+  int markPeer;
 };
 
 static inline void weftWaitStart(struct weftWaiter *w, struct weftComm *comm) {
@@ -23,6 +27,7 @@ static inline void weftWaitStart(struct weftWaiter *w, struct weftComm *comm) {
   w->iter = 0;
   w->spin = UINT32_MAX; /* set when the wait stops spinning */
   w->deadlineMs = 0;
+  w->markNs = 0;
 }
 
 /* Called when the awaited condition became true. Spinning adapts to what it buys: a wait that
@@ -30,8 +35,14 @@ static inline void weftWaitStart(struct weftWaiter *w, struct weftComm *comm) {
  * to spinMax); one that lasted long is a peer busy elsewhere or a host that turned busy (halve
  * it), so such a host stops burning cores and a quiet one keeps spinning. */
 void weftWaitAdapt(struct weftWaiter *w);
+/* Adds the time since w->markNs to what this collective waited for w->markPeer
+ * (comm->waitNsByPeer, comm->opWaitNs), then marks now against `next` (-1: stops). Called
+ * only by waits that did not find their data there, and only while the straggler report
+ * measures: a wait that needs no pause reads no clock. */
+void weftWaitAccount(struct weftWaiter *w, int next);
 static inline void weftWaitDone(struct weftWaiter *w) {
   if (w->iter > w->spin) weftWaitAdapt(w);
+  if (w->markNs != 0) weftWaitAccount(w, -1);
 }
 /* Called each time the awaited condition is false. Returns weftTimeout (with a message naming
  * what, peer and the operation) once the communicator's timeout has passed. */
