@@ -16,6 +16,8 @@
 
 #include "algo.h"
 
+struct weftPrimsStep; /* lib/prims.h */
+
 /* ---- fabric (fabric.c, fabric_path.c) ---- */
 
 enum simNet { SIM_NET_FLAT, SIM_NET_LEAFSPINE, SIM_NET_RAIL };
