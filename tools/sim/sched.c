@@ -255,6 +255,9 @@ void simCommFree(struct simComm *c) {
   free(c);
 }
 
+int simCommRanks(const struct simComm *c) { return c->comm.nranks; }
+const struct simFabric *simCommFabric(const struct simComm *c) { return c->f; }
+
 int simAlgoRuns(const struct simComm *c, enum simAlgo algo, weftColl_t coll, char *why,
                 size_t len) {
   if (c->why[algo] != NULL) {

@@ -99,6 +99,8 @@ struct simCall {
 struct simComm;
 struct simComm *simCommNew(const struct simFabric *f, int nranks, char *err, size_t errLen);
 void simCommFree(struct simComm *c);
+int simCommRanks(const struct simComm *c);
+const struct simFabric *simCommFabric(const struct simComm *c);
 /* Whether algo runs call on this communicator (why not, if not). */
 int simAlgoRuns(const struct simComm *c, enum simAlgo algo, weftColl_t coll, char *why,
                 size_t len);
