@@ -61,9 +61,9 @@ static long compare(const struct simRankSched *ran, const struct simRankSched *s
               b->peer[b->nrecv], a->pieceBytes, b->pieceBytes);
       return 1;
     }
-  if (ran->nsteps != sim->nsteps) {
-    fprintf(stderr, "rank %d: %zu steps ran, the schedule has %zu\n", rank, ran->nsteps,
-            sim->nsteps);
+  if (ran->nsteps != sim->nsteps || ran->tapped != sim->tapped) {
+    fprintf(stderr, "rank %d: %zu steps ran (%zu with empty ones), the schedule has %zu (%zu)\n",
+            rank, ran->nsteps, ran->tapped, sim->nsteps, sim->tapped);
     return 1;
   }
   return ran->nsteps == 0; /* a schedule of nothing compares equal to anything: refuse it */

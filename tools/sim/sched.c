@@ -55,20 +55,21 @@ static size_t slotBetween(const struct simFabric *f, int a, int b) {
 }
 
 /* A ring over order[0..n) as weftRingSetup leaves it for rank me, with the worst link of its
- * members (weftLinkSummaryAgree: every member agrees on the slowest). */
-static void fakeRing(const struct simFabric *f, struct weftRing *r, int *order, int n, int me) {
+ * members (weftLinkSummaryAgree: every member agrees on the slowest); within and crosses say
+ * whether it has links within a host and across hosts (the caller knows, in O(1)). */
+static void fakeRing(const struct simFabric *f, struct weftRing *r, int *order, int n, int me,
+                     int within, int crosses) {
   r->order = order;
   r->n = n;
   r->index = 0;
-  for (int i = 0; i < n; i++)
-    if (order[i] == me) r->index = i;
+  if (me < n && order[me] == me) r->index = me; /* the communicator's ring: O(1), not O(n) */
+  else
+    for (int i = 0; i < n; i++)
+      if (order[i] == me) r->index = i;
   r->next = order[(r->index + 1) % n];
   r->prev = order[(r->index + n - 1) % n];
   fakeConn(&r->send, r->next, slotBetween(f, me, r->next));
   fakeConn(&r->recv, r->prev, slotBetween(f, r->prev, me));
-  int crosses = n > 1 && simHostOf(f, order[0]) != simHostOf(f, order[n - 1]);
-  int within = 0;
-  for (int i = 0; i + 1 < n; i++) within |= simHostOf(f, order[i]) == simHostOf(f, order[i + 1]);
   r->pieceBytes = SIZE_MAX;
   if (within) r->pieceBytes = f->localSlot;
   if (crosses && f->netSlot < r->pieceBytes) r->pieceBytes = f->netSlot;
@@ -178,14 +179,15 @@ static void fakeHier(struct simComm *c, int me) {
   memcpy(c->hierLocal, L->byHost + L->hostFirst[k], sizeof(int) * (size_t)nl);
   for (int j = 0; j < L->h; j++) c->hierInter[j] = L->byHost[L->hostFirst[j] + (s->slices ? li : 0)];
   if (!s->slices && li != 0) c->hierInter[0] = me, ni = 1;
-  fakeRing(c->f, &s->local, c->hierLocal, nl, me);
-  fakeRing(c->f, &s->inter, c->hierInter, ni, me);
+  fakeRing(c->f, &s->local, c->hierLocal, nl, me, nl > 1, 0);
+  fakeRing(c->f, &s->inter, c->hierInter, ni, me, 0, ni > 1);
 }
 
 static void setRank(struct simComm *c, int me) {
   c->comm.rank = me;
   c->comm.localRank = me % c->f->gpus;
-  fakeRing(c->f, &c->comm.ring, c->ringOrder, c->comm.nranks, me);
+  fakeRing(c->f, &c->comm.ring, c->ringOrder, c->comm.nranks, me, c->comm.nLocalRanks > 1,
+           c->comm.nHosts > 1);
   fakeTree(c, me);
   if (c->why[SIM_HIER] == NULL) fakeHier(c, me);
 }
@@ -299,6 +301,8 @@ int simRankSchedAdd(struct simRankSched *s, const struct weftPrimsStep *step) {
   if (step->nrecv + step->nsend > SIM_STEP_PEERS || step->bytes > UINT32_MAX ||
       step->pieceBytes > UINT32_MAX || step->pieces > UINT32_MAX)
     return -1;
+  s->tapped++;
+  if (step->pieces == 0) return 0; /* an empty chunk: prims sends and waits for nothing */
   if (s->nsteps == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 64;
     struct simStep *grown = realloc(s->steps, cap * sizeof *grown);

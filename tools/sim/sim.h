@@ -78,8 +78,9 @@ struct simStep {
 };
 struct simRankSched {
   int rank;
-  struct simStep *steps;
+  struct simStep *steps; /* the steps that move something (empty ones are left out) */
   size_t nsteps, cap;
+  size_t tapped;         /* every step run() took, empty ones too: the work of recording */
 };
 
 /* The algorithms weft-sim can simulate: those written on lib/prims (direct works on a shared

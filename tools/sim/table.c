@@ -19,16 +19,25 @@ static void humanBytes(char *buf, size_t len, size_t b) {
 double simCell(struct simComm *c, enum simAlgo algo, const struct simCall *call, int mode,
                int exactLimit, const struct simOptions *extra, char *why, size_t len) {
   if (!simAlgoRuns(c, algo, call->coll, why, len)) return NAN;
+  int n = simCommRanks(c);
+  if (call->coll != weftCollAllReduce && call->bytes / sizeof(float) < (size_t)n) {
+    snprintf(why, len, "%zu bytes hold less than one float32 per rank", call->bytes);
+    return NAN;
+  }
   struct simOptions o = {0, -1, 1, -1, 0, NULL};
   if (extra != NULL) o = *extra;
-  int n = simCommRanks(c);
-  o.symmetric = mode == SIM_MODE_SYMMETRIC ||
-                (mode == SIM_MODE_AUTO && n > exactLimit && algo != SIM_TREE &&
-                 !(algo == SIM_HIER && simCommFabric(c)->gpus < 2) && o.slowRank < 0 &&
-                 o.lateRank < 0);
   struct simResult r;
-  if (simRun(c, algo, call, &o, &r, why, len) != 0) return NAN;
-  return r.timeUs;
+  o.symmetric = mode == SIM_MODE_SYMMETRIC || (mode == SIM_MODE_AUTO && n > exactLimit);
+  if (simRun(c, algo, call, &o, &r, why, len) == 0) return r.timeUs;
+  if (mode != SIM_MODE_AUTO || !o.symmetric) return NAN;
+  char symWhy[256]; /* no symmetric mode for it: exact, if it fits */
+  snprintf(symWhy, sizeof symWhy, "%s", why);
+  o.symmetric = 0;
+  if (simRun(c, algo, call, &o, &r, why, len) == 0) return r.timeUs;
+  char exactWhy[256];
+  snprintf(exactWhy, sizeof exactWhy, "%s", why);
+  snprintf(why, len, "%s; exact: %s", symWhy, exactWhy);
+  return NAN;
 }
 
 static void printHeader(FILE *out, const struct simTableSpec *s, weftColl_t coll) {
@@ -53,7 +62,8 @@ static void simulateRow(const struct simTableSpec *s, struct simComm *c, const s
     row->t[a] = NAN;
     if (!(s->algos & (1u << a))) continue;
     row->t[a] = simCell(c, (enum simAlgo)a, call, s->mode, s->exactLimit, NULL, why, sizeof why);
-    if (isnan(row->t[a]) && strstr(why, "does not run") == NULL && strstr(why, "needs 2") == NULL)
+    if (isnan(row->t[a]) && strstr(why, "does not run") == NULL && strstr(why, "needs 2") == NULL &&
+        strstr(why, "less than one float32") == NULL)
       fprintf(notes, "#   %s: %s\n", simAlgoNames[a], why);
     if (!isnan(row->t[a]) && (row->best < 0 || row->t[a] < row->t[row->best])) row->best = a;
   }
