@@ -4,6 +4,7 @@ PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share
 CC ?= gcc
 MPICC ?= mpicc
 BUILD := build
@@ -58,6 +59,7 @@ TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 # linked into tools/weft-sim and the tests of tests/sim; it reads the algorithms' headers.
 SIM_SRCS := $(wildcard tools/sim/*.c)
 SIM_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(SIM_SRCS))
+SIM_FABRICS := $(wildcard tools/sim/fabrics/*.fabric)
 SIM_TEST_BINS := $(patsubst tests/sim/%.c,$(BUILD)/tests/sim/%,$(wildcard tests/sim/*.c))
 # Helpers of the test scripts (tests/tools/*.c, no Criterion), e.g. the capability probe.
 TEST_TOOL_SRCS := $(wildcard tests/tools/*.c)
@@ -229,10 +231,13 @@ check-tsan: $(DEPS_STAMP)
 
 # PREFIX, LIBDIR, INCLUDEDIR, BINDIR as a distribution sets them; DESTDIR stages a package.
 INSTALLED := $(LIBDIR)/$(SOFILE) $(LIBDIR)/$(SONAME) $(LIBDIR)/libweft.so $(LIBDIR)/libweft.a \
-  $(INCLUDEDIR)/weft.h $(LIBDIR)/pkgconfig/weft.pc $(patsubst $(BUILD)/tools/%,$(BINDIR)/%,$(TOOL_BINS))
+  $(INCLUDEDIR)/weft.h $(LIBDIR)/pkgconfig/weft.pc $(patsubst $(BUILD)/tools/%,$(BINDIR)/%,$(TOOL_BINS)) \
+  $(patsubst tools/sim/fabrics/%,$(DATADIR)/weft/fabrics/%,$(SIM_FABRICS))
 install: lib tools install-pytorch
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR)
 	install -m 755 $(TOOL_BINS) $(DESTDIR)$(BINDIR)/
+	install -d $(DESTDIR)$(DATADIR)/weft/fabrics
+	install -m 644 $(SIM_FABRICS) $(DESTDIR)$(DATADIR)/weft/fabrics/
 	install -m 755 $(BUILD)/$(SOFILE) $(DESTDIR)$(LIBDIR)/$(SOFILE)
 	ln -sf $(SOFILE) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libweft.so

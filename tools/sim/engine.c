@@ -2,9 +2,9 @@
  * lib/prims.c does. A piece starts when the rank is free and every piece it receives has
  * arrived (pieces of a link arrive in order, as its slots); it takes the rank's per-piece
  * overhead (and its reduction time, for a reducing step), then its sends leave: each occupies
- * every link of its path for its bytes over that link's bandwidth, starting once all of them
- * are free, and arrives after the path's latency plus its bytes over the slowest link (links
- * shared by several messages so serve them one after another: contention). Senders never wait
+ * every link of its path for its bytes over that link's bandwidth, cut through link by link
+ * (see sendPiece), and arrives after the path's latency plus its bytes over the slowest link
+ * when alone (links shared by several messages serve them one after another: contention). Senders never wait
  * for credit (the FIFO's depth is not modelled). Events are taken in time order from a heap.
  * Exact mode simulates every rank. Symmetric mode simulates host 0's ranks only, for
  * schedules in which every host does what host 0 does (ring, hier): a message to rank r is
@@ -145,12 +145,18 @@ static int sendPiece(struct engine *e, int src, int dst, size_t bytes, double t)
   simPathOf(&e->links, src, dst, &p);
   double slow = 1;
   if (e->o->slowRank >= 0 && (src == e->o->slowRank || dst == e->o->slowRank)) slow = e->o->slowFactor;
-  double wire = (double)(bytes + WEFT_PRIMS_SIG_BYTES), start = t;
-  for (int i = 0; i < p.nlinks; i++)
-    if (e->linkFree[p.link[i]] > start) start = e->linkFree[p.link[i]];
-  for (int i = 0; i < p.nlinks; i++)
-    e->linkFree[p.link[i]] = start + slow * wire / (e->links.GBs[p.link[i]] * 1e3);
-  double arrival = start + p.latUs + slow * wire / (p.minGBs * 1e3);
+  /* Cut through, link by link: the piece enters a link once it is free and the piece has
+   * entered the one before, and leaves it no earlier than it left the one before. Alone on
+   * its path it arrives after latency + bytes over the slowest link. */
+  double wire = (double)(bytes + WEFT_PRIMS_SIG_BYTES), enter = t, leave = t;
+  for (int i = 0; i < p.nlinks; i++) {
+    double *free = &e->linkFree[p.link[i]];
+    if (*free > enter) enter = *free;
+    double out = enter + slow * wire / (e->links.GBs[p.link[i]] * 1e3);
+    leave = out > leave ? out : leave;
+    *free = leave;
+  }
+  double arrival = leave + p.latUs;
   int to = repOf(e, dst);
   struct inbox *in = inboxOf(&e->ranks[to], repOf(e, src), 1);
   if (in == NULL) return -1;

@@ -145,7 +145,7 @@ static int networkLine(struct parser *p, struct simFabric *f, char **w, int nw) 
   f->net = (enum simNet)k;
   const char *v[3];
   /* flat: one non-blocking switch, so only its hop */
-  if (pairs(p, "network", w + 1, nw - 1, keys, 3, k == SIM_NET_FLAT ? 3u : 0u, v)) return -1;
+  if (pairs(p, "network", w + 1, nw - 1, keys, 3, k == SIM_NET_FLAT ? 7u : 0u, v)) return -1;
   if (k == SIM_NET_FLAT && (v[0] || v[1]))
     return fail(p, "'network flat' is one non-blocking switch: it takes only 'hop'");
   int64_t hpl = 1;
