@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "plan.h"
 #include "sim.h"
 #include "table.h"
 
@@ -30,7 +31,12 @@ static void usage(FILE *out) {
           "  --trace FILE         JSON lines, one per step of every simulated rank (one\n"
           "                       collective, rank count, size and algorithm only)\n"
           "  --slow RANK:FACTOR   the cost of one straggler whose links run FACTOR times slower\n"
-          "  --late RANK:US       ... or that starts US microseconds late (both: both)\n");
+          "  --late RANK:US       ... or that starts US microseconds late (both: both)\n"
+          "  --train P,T,TFLOPS,MFU  the share of a data-parallel training step in its gradient\n"
+          "                       AllReduce: P parameters, T tokens a step, TFLOPS per GPU, MFU\n"
+          "  --goodput MTBF,IVL,CKPT,RESTART,RECOVER  with --train: goodput at each rank count,\n"
+          "                       card MTBF in hours, checkpoint interval, checkpoint cost,\n"
+          "                       restart and weft's shrink recovery in seconds\n");
 }
 
 static int refuse(const char *opt, const char *value, const char *allowed) {
@@ -130,8 +136,26 @@ static int parseRankPair(const char *opt, const char *text, int *rank, double *v
   return 0;
 }
 
+/* n positive numbers separated by commas, each within (0, hi[i]]. */
+static int parseNumbers(const char *opt, const char *text, int n, const double *hi, double *out,
+                        const char *allowed) {
+  const char *p = text;
+  for (int i = 0; i < n; i++) {
+    char *end;
+    errno = 0;
+    out[i] = strtod(p, &end);
+    if (end == p || errno != 0 || !(out[i] > 0) || out[i] > hi[i] || *end != (i + 1 < n ? ',' : '\0'))
+      return refuse(opt, text, allowed);
+    p = end + 1;
+  }
+  return 0;
+}
+
 struct command {
   const char *fabric, *trace;
+  int train, goodput;
+  struct simTrain t;
+  struct simGoodput g;
   struct simTableSpec spec;
   struct simOptions straggler;
 };
@@ -171,9 +195,21 @@ static int parseArgs(int argc, char **argv, struct command *cmd) {
       rc = parseRankPair(a, v, &cmd->straggler.slowRank, &cmd->straggler.slowFactor);
     } else if (strcmp(a, "--late") == 0) {
       rc = parseRankPair(a, v, &cmd->straggler.lateRank, &cmd->straggler.lateUs);
+    } else if (strcmp(a, "--train") == 0) {
+      static const double hi[4] = {1e15, 1e12, 1e6, 1};
+      double x[4];
+      rc = parseNumbers(a, v, 4, hi, x, "P,T,TFLOPS,MFU, e.g. 70e9,4e6,989,0.4 (MFU at most 1)");
+      if (rc == 0) cmd->t = (struct simTrain){x[0], x[1], x[2], x[3]}, cmd->train = 1;
+    } else if (strcmp(a, "--goodput") == 0) {
+      static const double hi[5] = {1e9, 1e9, 1e9, 1e9, 1e9};
+      double x[5];
+      rc = parseNumbers(a, v, 5, hi, x, "MTBF_HOURS,INTERVAL_S,CKPT_S,RESTART_S,RECOVER_S, e.g. "
+                        "10000,1800,30,600,5");
+      if (rc == 0) cmd->g = (struct simGoodput){x[0], x[1], x[2], x[3], x[4]}, cmd->goodput = 1;
     } else rc = refuse("option", a, "see weft-sim --help");
     if (rc != 0) return -1;
   }
+  if (cmd->goodput && !cmd->train) return refuse("--goodput", "", "it needs --train (the step time)");
   if (cmd->fabric == NULL) {
     usage(stderr);
     return -1;
@@ -260,6 +296,8 @@ int main(int argc, char **argv) {
   if (checkSizes(&cmd.spec) != 0) return 2;
   int rc;
   if (cmd.trace != NULL) rc = writeTrace(&cmd, err, sizeof err);
+  else if (cmd.train)
+    rc = simTrainPrint(stdout, &cmd.spec, &cmd.t, cmd.goodput ? &cmd.g : NULL, err, sizeof err);
   else if (cmd.straggler.slowRank >= 0 || cmd.straggler.lateRank >= 0)
     rc = simStragglerPrint(stdout, &cmd.spec, &cmd.straggler, err, sizeof err);
   else rc = simTablePrint(stdout, &cmd.spec, err, sizeof err);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "plan.h"
 #include "sim.h"
 
 static const char *const good =
@@ -150,7 +151,7 @@ Test(engine, symmetric_refusals, .timeout = 10) {
   cr_expect(strstr(err, "double binary tree") != NULL, "%s", err);
   struct simCall tiny = {weftCollAllReduce, 64};
   cr_expect_eq(simRun(c, SIM_RING, &tiny, &o, &r, err, sizeof err), -1);
-  cr_expect(strstr(err, "fewer elements than ranks") != NULL, "%s", err);
+  cr_expect(strstr(err, "not a multiple of the ranks") != NULL, "%s", err);
   o.slowRank = 3, o.slowFactor = 2;
   cr_expect_eq(simRun(c, SIM_RING, &call, &o, &r, err, sizeof err), -1);
   cr_expect(strstr(err, "straggler") != NULL, "%s", err);
@@ -184,4 +185,21 @@ Test(engine, straggler_costs, .timeout = 30) {
   cr_expect(slow.timeUs > 2.5 * alone.timeUs, "slow links: %.1f us against %.1f", slow.timeUs, alone.timeUs);
   cr_expect(late.timeUs > alone2.timeUs + 90 && late.timeUs < alone2.timeUs + 110,
             "late by 100 us: %.1f us against %.1f", late.timeUs, alone2.timeUs);
+}
+
+/* The goodput model's limits: with a huge MTBF only the checkpoints' cost remains; more cards
+ * fail more often and lose more; shrink-and-continue loses only recoveries and missing cards. */
+Test(plan, goodput_limits, .timeout = 10) {
+  struct simGoodput g = {1e12, 1800, 30, 600, 10};
+  cr_expect_float_eq(simGoodputCheckpoint(&g, 1024), 1 - 30.0 / 1800, 1e-6);
+  cr_expect_float_eq(simGoodputShrink(&g, 1024, 1.0), 1.0, 1e-6);
+  g.mtbfHours = 10000;
+  double prevC = 2, prevS = 2; /* checkpoint/restart reaches 0: failures come faster than restarts */
+  for (int n = 1024; n <= 262144; n *= 4) {
+    double c = simGoodputCheckpoint(&g, n), s = simGoodputShrink(&g, n, 1.0);
+    cr_expect((c < prevC || (c == 0 && prevC == 0)) && c >= 0 && s < prevS && s > 0, "%d cards: %g, %g", n, c, s);
+    prevC = c, prevS = s;
+  }
+  struct simTrain t = {70e9, 4e6, 1000, 0.5};
+  cr_expect_float_eq(simStepComputeUs(&t, 1000), 6 * 70e9 * 4e6 / (1000 * 1e15 * 0.5) * 1e6, 1e-3);
 }

@@ -281,8 +281,8 @@ static int recordAll(struct engine *e, enum simAlgo algo, const struct simCall *
 static int symmetricRefusal(const struct engine *e, enum simAlgo algo, const struct simCall *call) {
   const char *why = NULL;
   size_t elems = call->bytes / sizeof(float);
-  if (call->coll == weftCollAllReduce && elems < (size_t)simCommRanks(e->comm))
-    why = "fewer elements than ranks: ranks differ in which chunks carry data";
+  if (call->coll == weftCollAllReduce && elems % (size_t)simCommRanks(e->comm) != 0)
+    why = "the elements are not a multiple of the ranks: ranks differ in their chunks";
   else if (algo == SIM_TREE) why = "the double binary tree's ranks differ from host to host";
   else if (algo == SIM_HIER && e->f->gpus < 2 && call->coll == weftCollAllReduce)
     why = "hier's AllReduce with one rank per host is a Reduce and a Broadcast from rank 0";
