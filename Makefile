@@ -232,12 +232,13 @@ check-tsan: $(DEPS_STAMP)
 # PREFIX, LIBDIR, INCLUDEDIR, BINDIR as a distribution sets them; DESTDIR stages a package.
 INSTALLED := $(LIBDIR)/$(SOFILE) $(LIBDIR)/$(SONAME) $(LIBDIR)/libweft.so $(LIBDIR)/libweft.a \
   $(INCLUDEDIR)/weft.h $(LIBDIR)/pkgconfig/weft.pc $(patsubst $(BUILD)/tools/%,$(BINDIR)/%,$(TOOL_BINS)) \
-  $(patsubst tools/sim/fabrics/%,$(DATADIR)/weft/fabrics/%,$(SIM_FABRICS))
+  $(patsubst tools/sim/fabrics/%,$(DATADIR)/weft/fabrics/%,$(SIM_FABRICS)) $(BINDIR)/weft-sim-plot
 install: lib tools install-pytorch
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR)
 	install -m 755 $(TOOL_BINS) $(DESTDIR)$(BINDIR)/
 	install -d $(DESTDIR)$(DATADIR)/weft/fabrics
 	install -m 644 $(SIM_FABRICS) $(DESTDIR)$(DATADIR)/weft/fabrics/
+	install -m 755 tools/sim/weft-sim-plot.py $(DESTDIR)$(BINDIR)/weft-sim-plot
 	install -m 755 $(BUILD)/$(SOFILE) $(DESTDIR)$(LIBDIR)/$(SOFILE)
 	ln -sf $(SOFILE) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libweft.so
