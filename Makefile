@@ -4,6 +4,7 @@ PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share
 CC ?= gcc
 MPICC ?= mpicc
 BUILD := build
@@ -60,6 +61,12 @@ BENCH_WRONG_BINS := $(patsubst bench/%.c,$(BUILD)/tests/bench/%,$(filter-out ben
   $(BENCH_COMMON),$(wildcard bench/*.c)))
 # Installed commands (tools/*.c), linked with libweft.a: they print the library's own tables.
 TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
+# weft-sim's model (tools/sim/*.c: fabric, schedules from the algorithms' own run(), engine),
+# linked into tools/weft-sim and the tests of tests/sim; it reads the algorithms' headers.
+SIM_SRCS := $(wildcard tools/sim/*.c)
+SIM_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(SIM_SRCS))
+SIM_FABRICS := $(wildcard tools/sim/fabrics/*.fabric)
+SIM_TEST_BINS := $(patsubst tests/sim/%.c,$(BUILD)/tests/sim/%,$(wildcard tests/sim/*.c))
 # Helpers of the test scripts (tests/tools/*.c, no Criterion), e.g. the capability probe.
 TEST_TOOL_SRCS := $(wildcard tests/tools/*.c)
 TEST_TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TEST_TOOL_SRCS))
@@ -82,7 +89,7 @@ tools: $(TOOL_BINS)
 lib: $(BUILD)/libweft.so $(BUILD)/$(SONAME) $(BUILD)/libweft.a
 benches: $(BENCH_BINS) $(EXAMPLE_BINS)
 tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(NET_BINS) $(FAULT_BINS) $(MPI_TEST_BINS) \
-  $(TEST_TOOL_BINS) $(TSAN_BINS) $(BENCH_WRONG_BINS)
+  $(TEST_TOOL_BINS) $(TSAN_BINS) $(BENCH_WRONG_BINS) $(SIM_TEST_BINS)
 
 # Installs missing packages once per build tree (and again when install-deps.sh changes).
 $(DEPS_STAMP): install-deps.sh
@@ -127,6 +134,15 @@ $(BUILD)/tests/bench/%: bench/%.c tests/bench/wrong_result.c $(BENCH_COMMON) $(w
 $(BUILD)/tools/%: tools/%.c $(BUILD)/libweft.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(BUILD)/libweft.a $(LIBS)
+
+$(SIM_OBJS): OBJ_CFLAGS = -Ialgorithms -Itools/sim
+$(SIM_OBJS): $(wildcard tools/sim/*.h)
+$(BUILD)/tools/weft-sim: tools/weft-sim.c $(SIM_OBJS) $(BUILD)/libweft.a $(wildcard tools/sim/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itools/sim $< $(SIM_OBJS) -o $@ $(BUILD)/libweft.a $(LIBS)
+$(BUILD)/tests/sim/%: tests/sim/%.c $(SIM_OBJS) $(BUILD)/libweft.a $(TEST_COMMON) $(wildcard tools/sim/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/common -Itools/sim $< $(SIM_OBJS) $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
 
 # docs/env.md's table, regenerated from lib/params.def (tests/unit/test_settings.c compares).
 env-doc: $(BUILD)/tools/weft-info
@@ -221,10 +237,14 @@ check-tsan: $(DEPS_STAMP)
 
 # PREFIX, LIBDIR, INCLUDEDIR, BINDIR as a distribution sets them; DESTDIR stages a package.
 INSTALLED := $(LIBDIR)/$(SOFILE) $(LIBDIR)/$(SONAME) $(LIBDIR)/libweft.so $(LIBDIR)/libweft.a \
-  $(INCLUDEDIR)/weft.h $(LIBDIR)/pkgconfig/weft.pc $(patsubst $(BUILD)/tools/%,$(BINDIR)/%,$(TOOL_BINS))
+  $(INCLUDEDIR)/weft.h $(LIBDIR)/pkgconfig/weft.pc $(patsubst $(BUILD)/tools/%,$(BINDIR)/%,$(TOOL_BINS)) \
+  $(patsubst tools/sim/fabrics/%,$(DATADIR)/weft/fabrics/%,$(SIM_FABRICS)) $(BINDIR)/weft-sim-plot
 install: lib tools install-pytorch
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR)
 	install -m 755 $(TOOL_BINS) $(DESTDIR)$(BINDIR)/
+	install -d $(DESTDIR)$(DATADIR)/weft/fabrics
+	install -m 644 $(SIM_FABRICS) $(DESTDIR)$(DATADIR)/weft/fabrics/
+	install -m 755 tools/sim/weft-sim-plot.py $(DESTDIR)$(BINDIR)/weft-sim-plot
 	install -m 755 $(BUILD)/$(SOFILE) $(DESTDIR)$(LIBDIR)/$(SOFILE)
 	ln -sf $(SOFILE) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libweft.so

@@ -9,6 +9,8 @@
 #include "transport.h"
 #include "algo.h"
 
+struct weftPrimsTap; /* lib/prims.h */
+
 #define WEFT_MAX_TRANSPORTS 8
 #define WEFT_MAX_ALGOS 8
 #define WEFT_COMM_MAGIC 0x7765667443306d6dULL /* "weftC0mm" */
@@ -144,6 +146,7 @@ struct weftComm {
   int64_t opWaitNs;
 
   struct weftRedOps *redOps; /* PreMulSum ops and their scratch (lib/redop.c), NULL: none yet */
+  const struct weftPrimsTap *primsTap; /* lib/prims.h: NULL, or what sees every prims step */
 };
 
 /* Waits for a non-blocking call's thread to end and reaps it (lib/group.c). */

@@ -242,7 +242,28 @@ static weftResult_t waitRecvSlot(struct weftPrims *p, struct weftConn *c, size_t
 }
 
 /* Kinds of step; one loop below serves them all so piece splitting is written once. */
-enum stepKind { STEP_SEND, STEP_RECV, STEP_RRS, STEP_RRCS, STEP_RRC, STEP_RCS };
+enum stepKind {
+  STEP_SEND = WEFT_PRIMS_SEND,
+  STEP_RECV = WEFT_PRIMS_RECV,
+  STEP_RRS = WEFT_PRIMS_RECV_REDUCE_SEND,
+  STEP_RRCS = WEFT_PRIMS_RECV_REDUCE_COPY_SEND,
+  STEP_RRC = WEFT_PRIMS_RECV_REDUCE_COPY,
+  STEP_RCS = WEFT_PRIMS_RECV_COPY_SEND
+};
+
+static int stepReceives(enum stepKind kind) { return kind != STEP_SEND; }
+static int stepSends(enum stepKind kind) { return kind != STEP_RECV && kind != STEP_RRC; }
+
+/* What the tap sees of a step: the same peers stepPiece() waits on and posts to. */
+static void tapStep(const struct weftPrims *p, enum stepKind kind, size_t count, size_t pieces) {
+  struct weftPrimsStep s = {(enum weftPrimsKind)kind, count * p->typeSize,
+                            p->pieceCount * p->typeSize, pieces, 0, 0, {0}, {0}};
+  if (stepReceives(kind))
+    for (int i = 0; i < p->nrecv; i++) s.recvPeer[s.nrecv++] = p->recv[i]->peer;
+  if (stepSends(kind))
+    for (int i = 0; i < p->nsend; i++) s.sendPeer[s.nsend++] = p->send[i]->peer;
+  p->comm->primsTap->step(p->comm->primsTap->ctx, &s);
+}
 
 /* out = src op in[0] op in[1] ...; the last reduction final when asked. */
 static void reduceInputs(struct weftPrims *p, void *out, const char *src, const void *const *in,
@@ -260,8 +281,8 @@ static weftResult_t stepPiece(struct weftPrims *p, enum stepKind kind, const cha
   size_t bytes = n * p->typeSize;
   const void *in[WEFT_PRIMS_MAX_PEERS];
   void *out[WEFT_PRIMS_MAX_PEERS];
-  int nin = kind == STEP_SEND ? 0 : p->nrecv;
-  int nout = (kind == STEP_RECV || kind == STEP_RRC) ? 0 : p->nsend;
+  int nin = stepReceives(kind) ? p->nrecv : 0;
+  int nout = stepSends(kind) ? p->nsend : 0;
   for (int i = 0; i < nin; i++) WEFTCHECK(waitRecvSlot(p, p->recv[i], bytes, &in[i]));
   for (int i = 0; i < nout; i++) WEFTCHECK(waitSendSlot(p, p->send[i], &out[i]));
   const char *first = NULL; /* what every send slot gets */
@@ -298,6 +319,10 @@ static weftResult_t stepPiece(struct weftPrims *p, enum stepKind kind, const cha
 
 static weftResult_t step(struct weftPrims *p, enum stepKind kind, const void *src, void *dst,
                          size_t count) {
+  if (p->comm->primsTap != NULL) {
+    tapStep(p, kind, count, (count + p->pieceCount - 1) / p->pieceCount);
+    if (p->comm->primsTap->recordOnly) return weftSuccess;
+  }
   const char *s = src;
   char *d = dst;
   for (size_t done = 0; done < count; done += p->pieceCount) {
@@ -328,5 +353,12 @@ weftResult_t weftPrimsRecvReduceCopy(struct weftPrims *p, const void *src, void 
 weftResult_t weftPrimsRecvCopySend(struct weftPrims *p, void *dst, size_t count) {
   return step(p, STEP_RCS, NULL, dst, count);
 }
-weftResult_t weftPrimsSendToken(struct weftPrims *p) { return stepPiece(p, STEP_SEND, NULL, NULL, 0); }
-weftResult_t weftPrimsRecvToken(struct weftPrims *p) { return stepPiece(p, STEP_RECV, NULL, NULL, 0); }
+static weftResult_t token(struct weftPrims *p, enum stepKind kind) {
+  if (p->comm->primsTap != NULL) {
+    tapStep(p, kind, 0, 1);
+    if (p->comm->primsTap->recordOnly) return weftSuccess;
+  }
+  return stepPiece(p, kind, NULL, NULL, 0);
+}
+weftResult_t weftPrimsSendToken(struct weftPrims *p) { return token(p, STEP_SEND); }
+weftResult_t weftPrimsRecvToken(struct weftPrims *p) { return token(p, STEP_RECV); }

@@ -106,4 +106,33 @@ weftResult_t weftPrimsRecvCopySend(struct weftPrims *p, void *dst, size_t count)
 weftResult_t weftPrimsSendToken(struct weftPrims *p);
 weftResult_t weftPrimsRecvToken(struct weftPrims *p);
 
+/* A tap on the steps above (comm->primsTap, NULL in normal runs). Each step call reports what
+ * it moves: its kind, the peers it receives from and sends to, its data bytes and the pieces
+ * they are cut into (a token: 0 bytes in 1 piece; an empty step: 0 pieces, no message).
+ * With recordOnly the step then returns at once, touching neither transports nor data: weft-sim
+ * (tools/sim) runs an algorithm's own run() for one rank this way to get the schedule it would
+ * execute; tests/sim counts the steps of a real run (recordOnly 0) and compares. */
+enum weftPrimsKind {
+  WEFT_PRIMS_SEND,
+  WEFT_PRIMS_RECV,
+  WEFT_PRIMS_RECV_REDUCE_SEND,
+  WEFT_PRIMS_RECV_REDUCE_COPY_SEND,
+  WEFT_PRIMS_RECV_REDUCE_COPY,
+  WEFT_PRIMS_RECV_COPY_SEND,
+  WEFT_PRIMS_KINDS
+};
+struct weftPrimsStep {
+  enum weftPrimsKind kind;
+  size_t bytes;      /* data bytes of the whole step */
+  size_t pieceBytes; /* data bytes of a full piece (each piece also carries the trailer) */
+  size_t pieces;
+  int nrecv, nsend;
+  int recvPeer[WEFT_PRIMS_MAX_PEERS], sendPeer[WEFT_PRIMS_MAX_PEERS];
+};
+struct weftPrimsTap {
+  void (*step)(void *ctx, const struct weftPrimsStep *s);
+  void *ctx;
+  int recordOnly;
+};
+
 #endif

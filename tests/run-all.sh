@@ -69,7 +69,7 @@ check_timeouts() {
       sub(/[ ,].*/, "", s); pending[FILENAME ": " $0] = s
     }
     END { flush() }
-  ' "$HERE"/unit/*.c "$HERE"/transport/*.c "$HERE"/coll/*.c "$HERE"/fault/test_*.c "$HERE"/net/*.c)
+  ' "$HERE"/unit/*.c "$HERE"/transport/*.c "$HERE"/coll/*.c "$HERE"/fault/test_*.c "$HERE"/net/*.c "$HERE"/sim/*.c)
   note "every Criterion test has a timeout"
   if [ -n "$missing" ]; then fail "tests without a timeout: $missing"; else pass; echo "PASS"; fi
 }
@@ -126,6 +126,7 @@ start=$SECONDS
 check_timeouts
 run_cmd "layering: calls run one way (tests/tools/layering.py)" "$HERE/tools/layering.py" "$BUILD"
 for t in "$BUILD"/tests/unit/*; do [ -x "$t" ] && run_criterion "$t"; done
+for t in "$BUILD"/tests/sim/*; do [ -x "$t" ] && run_criterion "$t"; done
 for t in "$BUILD"/tests/transport/*; do [ -x "$t" ] && run_criterion "$t"; done
 for t in "$BUILD"/tests/coll/*; do [ -x "$t" ] && run_criterion "$t"; done
 for t in "$BUILD"/tests/fault/*; do [ -x "$t" ] && run_criterion "$t"; done

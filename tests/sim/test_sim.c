@@ -1,0 +1,205 @@
+/* weft-sim's fabric parser, and its engine against what can be known without it: the
+ * closed-form alpha-beta time of a ring on a uniform fabric, and the exact mode against the
+ * symmetric one where both run. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plan.h"
+#include "sim.h"
+
+static const char *const good =
+    "# a comment line\n"
+    "name t\n"
+    "hosts 16   # trailing comment\n"
+    "gpus 1\n"
+    "scaleup bw 100GB/s lat 1us\n"
+    "nic count 1 bw 100Gbps lat 5us\n"
+    "network flat hop 0us\n"
+    "rank overhead 0.5us reduce 50GB/s\n"
+    "slots local 131072 net 512KiB\n";
+
+Test(fabric, parses_units, .timeout = 10) {
+  struct simFabric f;
+  char err[256] = "";
+  cr_assert_eq(simFabricParse(good, "good", &f, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(f.hosts, 16);
+  cr_expect_eq(f.gpus, 1);
+  cr_expect_float_eq(f.nicGBs, 12.5, 1e-12);
+  cr_expect_float_eq(f.nicLatUs, 5, 1e-12);
+  cr_expect_eq(f.netSlot, 524288u);
+  cr_expect_eq(f.net, SIM_NET_FLAT);
+}
+
+/* Each bad text is refused with the line and the cause. */
+Test(fabric, refuses_with_line_and_cause, .timeout = 10) {
+  static const struct { const char *text, *expect; } bad[] = {
+    {"name a\nhosts 2\ngpus 1\nscaleup bw 1GB/s lat 1us\nnic count 1 bw 1Gbps lat 1us\n", "no 'network' line"},
+    {"name a\nhosts x\n", "bad:2: 'hosts' needs a value such as 8, not 'x'"},
+    {"name a\nhosts 2\ngpus 1\nscaleup bw 1GB lat 1us\n", "bad:4: 'bw' needs a value such as 900GB/s: '1GB' has no unit"},
+    {"name a\nhosts 2\nhosts 3\n", "bad:3: 'hosts' given twice"},
+    {"name a\nwidgets 3\n", "bad:2: unknown directive 'widgets'"},
+    {"name a\nnic count 1 bw 1Gbps\n", "bad:2: 'nic' needs 'lat'"},
+    {"name a\nnic count 1 bw 1Gbps lat 1us speed 3\n", "bad:2: 'nic' has no key 'speed'"},
+    {"name a\nnic count 1 bw 1Gbps lat\n", "bad:2: 'nic': 'lat' has no value"},
+    {"name a\nnetwork torus\n", "bad:2: 'network' kind 'torus' is not flat, leafspine or rail"},
+    {"name a\nnetwork flat hosts_per_leaf 3 hop 1us\n", "only 'hop'"},
+    {"name a\nnetwork rail oversub 0.5 hosts_per_leaf 4 hop 1us\n", "'oversub' 0.5 is out of range"},
+    {"name a\ngpus 2.5\n", "'gpus' needs a whole number"},
+    {"name a\nscaleup bw -3GB/s lat 1us\n", "'bw' -3GB/s is out of range"},
+    {"name a\nhosts 2\ngpus 8\nscaleup bw 1GB/s lat 1us\nnic count 3 bw 1Gbps lat 1us\nnetwork flat\n",
+     "3 NICs cannot be shared evenly by 8 accelerators"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    struct simFabric f;
+    char err[256] = "";
+    cr_expect_eq(simFabricParse(bad[i].text, "bad", &f, err, sizeof err), -1, "case %zu accepted", i);
+    cr_expect(strstr(err, bad[i].expect) != NULL, "case %zu: '%s' does not say '%s'", i, err,
+              bad[i].expect);
+  }
+  char err[256];
+  struct simFabric f;
+  cr_expect_eq(simFabricLoad("/nonexistent/fabric", &f, err, sizeof err), -1);
+  cr_expect(strstr(err, "cannot open") != NULL, "%s", err);
+}
+
+static struct simFabric load(const char *text) {
+  struct simFabric f;
+  char err[256] = "";
+  cr_assert_eq(simFabricParse(text, "test", &f, err, sizeof err), 0, "%s", err);
+  return f;
+}
+
+static double simulate(const struct simFabric *f, int n, enum simAlgo algo, weftColl_t coll,
+                       size_t bytes, int symmetric) {
+  char err[512] = "";
+  struct simComm *c = simCommNew(f, n, err, sizeof err);
+  cr_assert_not_null(c, "%s", err);
+  struct simCall call = {coll, bytes};
+  struct simOptions o = {symmetric, -1, 1, -1, 0, NULL};
+  struct simResult r;
+  int rc = simRun(c, algo, &call, &o, &r, err, sizeof err);
+  simCommFree(c);
+  cr_assert_eq(rc, 0, "%s", err);
+  return r.timeUs;
+}
+
+/* One rank per host on one switch, every chunk one piece: each of the ring's 2(n-1) steps
+ * after the first waits for the previous rank's piece (latency + bytes over bandwidth), then
+ * takes the overhead, plus the reduction for the n-1 reducing steps:
+ * T = o + 2(n-1)(L + W + o) + (n-1) b / R, W = (b + trailer) / bw. */
+Test(engine, ring_matches_closed_form, .timeout = 30) {
+  struct simFabric f = load(good);
+  int n = 16;
+  size_t bytes = 16 * 4096; /* chunks of 4 KiB */
+  double b = (double)bytes / n, W = (b + 32) / (f.nicGBs * 1e3), L = f.nicLatUs, o = f.overheadUs;
+  double expect = o + 2.0 * (n - 1) * (L + W + o) + (n - 1) * b / (f.reduceGBs * 1e3);
+  double got = simulate(&f, n, SIM_RING, weftCollAllReduce, bytes, 0);
+  cr_expect(fabs(got - expect) < 1e-6 * expect, "ring AllReduce: simulated %.6f us, closed form %.6f", got, expect);
+  double expectAg = o + (n - 1) * (L + W + o);
+  double gotAg = simulate(&f, n, SIM_RING, weftCollAllGather, bytes, 0);
+  cr_expect(fabs(gotAg - expectAg) < 1e-6 * expectAg, "ring AllGather: simulated %.6f us, closed form %.6f",
+            gotAg, expectAg);
+  /* bandwidth-bound: 64 MiB in pieces, the busiest link carries 2(n-1)/n of it */
+  size_t big = 64u << 20;
+  double wire = 2.0 * (n - 1) / n * (double)big / (f.nicGBs * 1e3);
+  double gotBig = simulate(&f, n, SIM_RING, weftCollAllReduce, big, 0);
+  cr_expect(gotBig > wire && gotBig < 1.1 * wire, "ring AllReduce of 64 MiB: %.1f us, wire time %.1f", gotBig, wire);
+}
+
+static const char *const railed =
+    "name r\nhosts 8\ngpus 4\nscaleup bw 200GB/s lat 1us\nnic count 4 bw 100Gbps lat 4us\n"
+    "network rail hosts_per_leaf 8 oversub 2 hop 1us\nrank overhead 0.5us reduce 100GB/s\n";
+static const char *const flat =
+    "name f\nhosts 8\ngpus 4\nscaleup bw 200GB/s lat 1us\nnic count 2 bw 100Gbps lat 4us\n"
+    "network flat hop 0us\nrank overhead 0.5us reduce 100GB/s\n";
+
+/* Where every host does what host 0 does, simulating host 0's ranks gives every rank's time:
+ * on one switch exactly; on rails oversubscribed 2:1, where every host's boundary piece
+ * crosses the spines, within 1% (the folded leaf gives host 0 1/8 of its capacity, as if the
+ * eight hosts' pieces came at once; the exact ones queue). */
+Test(engine, symmetric_matches_exact, .timeout = 60) {
+  const char *fabrics[] = {flat, railed};
+  const weftColl_t colls[] = {weftCollAllReduce, weftCollAllGather, weftCollReduceScatter};
+  const size_t sizes[] = {32 * 1024, 32u << 20};
+  for (int k = 0; k < 2; k++) {
+    struct simFabric f = load(fabrics[k]);
+    for (int a = 0; a < 3; a++)
+      for (int c = 0; c < 3; c++)
+        for (int s = 0; s < 2; s++) {
+          enum simAlgo algo = a == 0 ? SIM_RING : SIM_HIER;
+          if (a == 2) continue;
+          double exact = simulate(&f, 32, algo, colls[c], sizes[s], 0);
+          double sym = simulate(&f, 32, algo, colls[c], sizes[s], 1);
+          cr_expect(fabs(exact - sym) <= (k == 0 ? 1e-9 : 1e-2) * exact, "%s %s %s of %zu bytes: exact %.3f us, symmetric %.3f",
+                    f.name, simAlgoNames[algo], weftCollName(colls[c]), sizes[s], exact, sym);
+        }
+  }
+}
+
+/* The symmetric mode is refused where ranks are not alike, with the reason. */
+Test(engine, symmetric_refusals, .timeout = 10) {
+  struct simFabric f = load(flat);
+  char err[512] = "";
+  struct simComm *c = simCommNew(&f, 32, err, sizeof err);
+  cr_assert_not_null(c, "%s", err);
+  struct simOptions o = {1, -1, 1, -1, 0, NULL};
+  struct simResult r;
+  struct simCall call = {weftCollAllReduce, 1u << 20};
+  cr_expect_eq(simRun(c, SIM_TREE, &call, &o, &r, err, sizeof err), -1);
+  cr_expect(strstr(err, "double binary tree") != NULL, "%s", err);
+  struct simCall tiny = {weftCollAllReduce, 64};
+  cr_expect_eq(simRun(c, SIM_RING, &tiny, &o, &r, err, sizeof err), -1);
+  cr_expect(strstr(err, "not a multiple of the ranks") != NULL, "%s", err);
+  o.slowRank = 3, o.slowFactor = 2;
+  cr_expect_eq(simRun(c, SIM_RING, &call, &o, &r, err, sizeof err), -1);
+  cr_expect(strstr(err, "straggler") != NULL, "%s", err);
+  simCommFree(c);
+  cr_expect_null(simCommNew(&f, 33, err, sizeof err));
+  cr_expect(strstr(err, "whole hosts of 4") != NULL, "%s", err);
+}
+
+/* A rank whose links are 4x slower slows a ring by about that much at large sizes (every
+ * piece crosses it), and a rank 100 us late delays a latency-bound collective by about
+ * 100 us (at large sizes the model's senders, never short of credit, run ahead and hide
+ * part of it: docs/scale.md). */
+Test(engine, straggler_costs, .timeout = 30) {
+  struct simFabric f = load(flat);
+  char err[512] = "";
+  struct simComm *c = simCommNew(&f, 32, err, sizeof err);
+  cr_assert_not_null(c, "%s", err);
+  struct simCall call = {weftCollAllReduce, 32u << 20};
+  struct simOptions o = {0, -1, 1, -1, 0, NULL};
+  struct simResult alone, slow, alone2, late;
+  cr_assert_eq(simRun(c, SIM_RING, &call, &o, &alone, err, sizeof err), 0, "%s", err);
+  o.slowRank = 7, o.slowFactor = 4;
+  cr_assert_eq(simRun(c, SIM_RING, &call, &o, &slow, err, sizeof err), 0, "%s", err);
+  /* latency-bound: the late rank's first piece holds up every chunk that passes it */
+  struct simCall small = {weftCollAllReduce, 4096};
+  o.slowRank = -1;
+  cr_assert_eq(simRun(c, SIM_RING, &small, &o, &alone2, err, sizeof err), 0, "%s", err);
+  o.lateRank = 5, o.lateUs = 100;
+  cr_assert_eq(simRun(c, SIM_RING, &small, &o, &late, err, sizeof err), 0, "%s", err);
+  simCommFree(c);
+  cr_expect(slow.timeUs > 2.5 * alone.timeUs, "slow links: %.1f us against %.1f", slow.timeUs, alone.timeUs);
+  cr_expect(late.timeUs > alone2.timeUs + 90 && late.timeUs < alone2.timeUs + 110,
+            "late by 100 us: %.1f us against %.1f", late.timeUs, alone2.timeUs);
+}
+
+/* The goodput model's limits: with a huge MTBF only the checkpoints' cost remains; more cards
+ * fail more often and lose more; shrink-and-continue loses only recoveries and missing cards. */
+Test(plan, goodput_limits, .timeout = 10) {
+  struct simGoodput g = {1e12, 1800, 30, 600, 10};
+  cr_expect_float_eq(simGoodputCheckpoint(&g, 1024), 1 - 30.0 / 1800, 1e-6);
+  cr_expect_float_eq(simGoodputShrink(&g, 1024, 1.0), 1.0, 1e-6);
+  g.mtbfHours = 10000;
+  double prevC = 2, prevS = 2; /* checkpoint/restart reaches 0: failures come faster than restarts */
+  for (int n = 1024; n <= 262144; n *= 4) {
+    double c = simGoodputCheckpoint(&g, n), s = simGoodputShrink(&g, n, 1.0);
+    cr_expect((c < prevC || (c == 0 && prevC == 0)) && c >= 0 && s < prevS && s > 0, "%d cards: %g, %g", n, c, s);
+    prevC = c, prevS = s;
+  }
+  struct simTrain t = {70e9, 4e6, 1000, 0.5};
+  cr_expect_float_eq(simStepComputeUs(&t, 1000), 6 * 70e9 * 4e6 / (1000 * 1e15 * 0.5) * 1e6, 1e-3);
+}
