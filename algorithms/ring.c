@@ -29,6 +29,10 @@
 #include "reduce.h"
 #include "ring.h"
 
+/* One hop between ranks of a host on a chain that is otherwise idle: shared memory's link
+ * latency (transports/shm) plus the per-step overhead weftRingCost charges every step. */
+#define WEFT_RING_LOCAL_HOP_US (0.2 + 0.3)
+
 /* Chunk c (taken mod n) of one loop. Interleaved layout (sliceElems 0): the loop covers
  * [loopOffset, loopOffset + n * chunkCount) and chunk c is its c-th part. Sliced layout: the
  * buffer is n contiguous slices of sliceElems, and chunk c is the part of slice c (or of slice
@@ -168,17 +172,30 @@ weftResult_t weftRingReduceScatterParts(struct weftPrims *p, struct weftRing *ri
   return weftSuccess;
 }
 
-/* With fewer elements than members, chunks are 1 element and only `count` of the n carry any:
- * an empty chunk sends no message, so a rank handles count/n of the steps' messages. Measured
- * on 4 hosts x 2 (8 B = 2 floats): the ring took 0.64x the tree's time, whose 6 hops all carry
- * data; this model predicts 3.5 step costs against the tree's 6. On one host it does not
- * hold: a hop there costs the scheduling of the next rank (shm latency is 0.2 us), and a chunk
- * still passes n - 1 ranks in series each way: 8 B on 8 ranks of one 2-core host took the
- * lead 28-36 us by the ring (model with the discount 4.9 us, without 19.6), against 5.6-7.3 us
- * for one flag exchange (direct's small path, model 5.6). */
 double weftRingBandwidth(const struct weftRing *ring) {
   double bw = ring->bandwidthGBs;
   return ring->crossGBs > 0 && ring->crossGBs < bw ? ring->crossGBs : bw;
+}
+
+/* The latency part of an AllReduce of fewer elements than members across hosts: chunks are 1
+ * element and only `count` of the n carry any (an empty chunk sends no message).
+ * - With more ranks than cores on a machine (comm->cpuBound, emulated hosts included), the
+ *   cores are the bottleneck: what costs is the messages a rank handles, count/n of the
+ *   steps'. Measured on 4 emulated hosts x 2 on 2 cores (8 B = 2 floats): the ring took 0.64x
+ *   the tree's time, whose 6 hops all carry data; this predicts 3.5 step costs against 6.
+ * - With a core per rank, a chunk that carries data still passes the n - 1 ranks in series
+ *   each way: one network hop per host it crosses and a shared-memory hop for the rest. The
+ *   discount alone predicted 13 us for 8 B at 4,096 ranks where weft-sim's schedule took
+ *   21.6 ms against the tree's 154 us (docs/scale.md).
+ * On one host neither holds: a hop there costs the scheduling of the next rank, so the full
+ * 2(n - 1) steps are charged: 8 B on 8 ranks of one 2-core host took 28-36 us by the ring
+ * (19.6 predicted), against 5.6-7.3 us for one flag exchange (direct's small path, 5.6). */
+static double sparseRingLatencyUs(const struct weftComm *comm, int n, size_t count,
+                                  double stepUs) {
+  if (comm->cpuBound) return 2.0 * (n - 1) * stepUs * (double)count / n;
+  int crossings = comm->nHosts < n - 1 ? comm->nHosts : n - 1;
+  double localStepUs = WEFT_RING_LOCAL_HOP_US;
+  return 2.0 * (crossings * stepUs + (n - 1 - crossings) * localStepUs);
 }
 
 double weftRingCost(const struct weftComm *comm, const struct weftRing *ring, size_t count,
@@ -187,9 +204,11 @@ double weftRingCost(const struct weftComm *comm, const struct weftRing *ring, si
   if (n == 1) return 0.1 + (double)bytes / 8e3;
   double lat = ring->latencyUs, bw = weftRingBandwidth(ring);
   double stepUs = lat + 0.3 * (comm->oversubscribed ? 4 : 1);
-  double busy = count < (size_t)n && comm->nHosts > 1 ? (double)count / n : 1.0;
   double wireBytes = 2.0 * (n - 1) / n * (double)bytes;
-  return 2.0 * (n - 1) * stepUs * busy + wireBytes / (bw * 1e3);
+  double latencyPart = count < (size_t)n && comm->nHosts > 1
+                           ? sparseRingLatencyUs(comm, n, count, stepUs)
+                           : 2.0 * (n - 1) * stepUs;
+  return latencyPart + wireBytes / (bw * 1e3);
 }
 
 static weftResult_t ringInit(struct weftComm *comm, void **state, char *why, size_t whyLen) {

@@ -62,11 +62,19 @@ static void chooseWaitStrategy(struct weftComm *comm) {
     for (int q = 0; q < comm->nranks; q++) sameHost += comm->peers[q].hostHash == comm->peers[r].hostHash;
     if (sameHost > comm->peers[r].cpus) comm->oversubscribed = 1;
   }
+  comm->cpuBound = comm->oversubscribed;
+  for (int r = 0; r < comm->nranks; r++) {
+    uint64_t kernel = comm->peers[r].kernelHash;
+    int sameKernel = 0;
+    for (int q = 0; q < comm->nranks && kernel != 0; q++) sameKernel += comm->peers[q].kernelHash == kernel;
+    if (sameKernel > comm->peers[r].cpus) comm->cpuBound = 1;
+  }
   comm->spinMax = comm->nLocalRanks > cpus ? 0 : (int)weftParamSpinIters();
   comm->spinIters = comm->spinMax;
   comm->yieldIters = (int)weftParamYieldIters();
-  INFO(WEFT_INIT, "%d ranks on this host, %d CPUs: %d spins then %d yields before sleeping",
-       comm->nLocalRanks, cpus, comm->spinIters, comm->yieldIters);
+  INFO(WEFT_INIT, "%d ranks on this host, %d CPUs: %d spins then %d yields before sleeping%s",
+       comm->nLocalRanks, cpus, comm->spinIters, comm->yieldIters,
+       comm->cpuBound ? " (costs: some machine has more ranks than CPUs)" : "");
 }
 
 static weftResult_t exchangePeerInfo(struct weftComm *comm) {

@@ -76,6 +76,9 @@ struct weftComm {
   int64_t timeoutMs;
   int spinIters;  /* busy polls before a wait yields now (adapts, see weftWaitDone) */
   int oversubscribed; /* some host has more ranks than CPUs: the same on every rank, for costs */
+  /* Some machine (one kernel) runs more ranks than it has CPUs, counting the emulated hosts
+   * on it: then the cores, not the links, are what a collective waits for (costs). */
+  int cpuBound;
   int spinMax;    /* its ceiling: WEFT_SPIN_ITERS, 0 when ranks outnumber cores */
   int yieldIters; /* yields before a wait sleeps */
   uint64_t opSeq; /* collectives started on this communicator */

@@ -61,14 +61,14 @@ weftResult_t weftTopoFillPeerInfo(struct weftPeerInfo *me, int rank, const struc
   me->cpus = weftTopoCpuCount();
   gethostname(me->hostname, sizeof me->hostname - 1);
   const char *forced = weftParamHostId();
-  if (*forced) {
+  char boot[40];
+  readBootId(boot, sizeof boot);
+  if (*forced)
     snprintf(me->hostId, sizeof me->hostId, "%s", forced);
-  } else {
-    char boot[40];
-    readBootId(boot, sizeof boot);
+  else
     snprintf(me->hostId, sizeof me->hostId, "%.20s/%.36s/%llx", me->hostname, boot, netnsInode());
-  }
   me->hostHash = fnv1a(me->hostId);
+  me->kernelHash = boot[0] != '\0' ? fnv1a(boot) : 0;
   return weftSuccess;
 }
 

@@ -21,6 +21,9 @@ struct weftPeerInfo {
   int rank;
   int pid;
   uint64_t hostHash;               /* ranks with equal hostHash share memory */
+  /* The kernel's boot_id, hashed (0: unknown): ranks with equal kernelHash share CPUs, even
+   * where they stand for different hosts (network namespaces, WEFT_HOSTID emulation). */
+  uint64_t kernelHash;
   char hostId[WEFT_HOSTID_BYTES];  /* what hostHash was computed from, for messages */
   char hostname[64];
   int cpus; /* processing units this rank may run on (hwloc) */

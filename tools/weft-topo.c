@@ -140,6 +140,7 @@ static int buildModel(const struct job *j, struct model *m) {
   c->nHosts = j->hosts;
   c->nLocalRanks = j->perHost;
   c->oversubscribed = j->perHost > j->host->npus;
+  c->cpuBound = c->oversubscribed;
   c->peers = calloc((size_t)j->n, sizeof *c->peers);
   if (c->peers == NULL) return -1;
   for (int r = 0; r < j->n; r++) c->peers[r].hostHash = 1000 + (uint64_t)j->hostOf[r];

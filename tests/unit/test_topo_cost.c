@@ -119,3 +119,23 @@ Test(topo_cost, links_between_hosts_are_not_crossings) {
                      "one host: a link each way, each with all of it");
   weftTopoHostFree(h);
 }
+
+/* An AllReduce of fewer elements than ranks across hosts (8 B = 2 floats on 4 hosts x 2):
+ * where the machine's cores are the bottleneck (emulated hosts on one kernel), the ring is
+ * charged the messages a rank handles (2 of 8 chunks carry data); with a core per rank, the
+ * path of a chunk that carries data, a network hop per host crossed and a shared-memory hop
+ * for the rest, each way. */
+Test(topo_cost, sparse_ring_latency) {
+  struct weftComm comm;
+  memset(&comm, 0, sizeof comm);
+  comm.nranks = 8;
+  comm.nHosts = 4;
+  struct weftRing ring = {.n = 8, .latencyUs = 20.0, .bandwidthGBs = 1.0};
+  double step = 20.0 + 0.3, wire = 2.0 * 7 / 8 * 8 / 1e3;
+  comm.cpuBound = 1;
+  cr_expect_float_eq(weftRingCost(&comm, &ring, 2, 8), 2.0 * 7 * step * 2 / 8 + wire, 1e-9);
+  comm.cpuBound = 0;
+  cr_expect_float_eq(weftRingCost(&comm, &ring, 2, 8), 2.0 * (4 * step + 3 * 0.5) + wire, 1e-9);
+  /* as many elements as ranks: every step is charged at the slowest link */
+  cr_expect_float_eq(weftRingCost(&comm, &ring, 8, 32), 2.0 * 7 * step + 2.0 * 7 / 8 * 32 / 1e3, 1e-9);
+}
