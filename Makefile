@@ -221,6 +221,13 @@ $(FUZZ_BUILD)/libweft.a: $(FUZZ_LIB_OBJS)
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_BUILD)/libweft.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< -o $@ $(FUZZ_BUILD)/libweft.a $(LIBS)
 
+# weft-sim's fabric parser is a tool's, not the library's: its target links tools/sim's files.
+FUZZ_SIM_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/%.o,tools/sim/fabric.c tools/sim/fabric_path.c)
+$(FUZZ_SIM_OBJS): FUZZ_CFLAGS += -Ialgorithms -Itools/sim
+$(FUZZ_BUILD)/fuzz_fabric: tests/fuzz/fuzz_fabric.c tests/fuzz/fuzz_common.h $(FUZZ_SIM_OBJS) $(FUZZ_BUILD)/libweft.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Ialgorithms -Itools/sim -fsanitize=fuzzer $< -o $@ $(FUZZ_SIM_OBJS) \
+	  $(FUZZ_BUILD)/libweft.a $(LIBS)
+
 fuzz-build: $(FUZZ_BINS)
 fuzz: fuzz-build
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_BINS)

@@ -101,6 +101,11 @@ seeds = {
                   b"0f3c2a1b-1111-2222-3333-444455556666\n", peer(7, "forced-id", "h" * 63)],
 }
 
+# weft-sim's fabric files: the ones it ships.
+FABRICS = os.path.join(HERE, "..", "..", "tools", "sim", "fabrics")
+seeds["fuzz_fabric"] = [open(os.path.join(FABRICS, n), "rb").read()
+                        for n in sorted(os.listdir(FABRICS)) if n.endswith(".fabric")]
+
 for target, inputs in seeds.items():
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)

@@ -68,6 +68,9 @@ static int leafUp(const struct simLinks *L, int leaf) {
 }
 static int leafDown(const struct simLinks *L, int leaf) { return leafUp(L, leaf) + 1; }
 
+/* Hosts hold contiguous ranks, gpus each. */
+int simHostOf(const struct simFabric *f, int rank) { return rank / f->gpus; }
+
 static int leafOf(const struct simLinks *L, int host, int rail) {
   int group = host / L->f->hostsPerLeaf;
   return L->f->net == SIM_NET_RAIL ? group * L->f->nics + rail : group;

@@ -35,8 +35,6 @@ struct simComm {
   const char *why[SIM_ALGOS]; /* NULL where it runs */
 };
 
-int simHostOf(const struct simFabric *f, int rank) { return rank / f->gpus; }
-
 static int algoIndexOf(const char *name) {
   for (int a = 0; weftAlgos[a] != NULL; a++)
     if (strcmp(weftAlgos[a]->name, name) == 0) return a;
