@@ -282,6 +282,24 @@ Test(dead_peer, tree_broadcast_2x2) { killOneIn(4, 2, "broadcast:tree", NULL, MO
 Test(dead_peer, tree_reduce_4) { killOneIn(4, 0, "reduce:tree", NULL, MODE_LOOP_REDUCE); }
 Test(dead_peer, tree_reduce_2x2) { killOneIn(4, 2, "reduce:tree", NULL, MODE_LOOP_REDUCE); }
 
+/* A file's whole text (empty when it cannot be read), NUL-terminated; its length in *len. */
+static char *readWhole(const char *path, size_t *len) {
+  char *text = NULL;
+  *len = 0;
+  FILE *f = fopen(path, "r");
+  if (f != NULL) {
+    FILE *out = open_memstream(&text, len);
+    char buf[4096];
+    size_t got;
+    while (out != NULL && (got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, out);
+    if (out != NULL) fclose(out);
+    fclose(f);
+  }
+  if (text == NULL) text = strdup("");
+  cr_assert_not_null(text);
+  return text;
+}
+
 /* A stopped rank: the others time out after WEFT_TIMEOUT_MS (1.5 s), not before, naming it;
  * well within 10 x the timeout. */
 static void stopOne(int nranks, const char *algo, int victim) {
@@ -313,15 +331,14 @@ static void stopOne(int nranks, const char *algo, int victim) {
               "%s: rank %d's message does not name rank %d and the operation: %s", algo, r,
               victim, rep->msg);
     /* WEFT_FLIGHT_RECORDER=1: the dump ends with the operation that timed out */
-    char text[16384] = "";
-    FILE *f = fopen(run.sh->stderrPath[r], "r");
-    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-    text[n] = '\0';
-    if (f) fclose(f);
+    /* the whole of it: other reports (WEFT_STRAGGLER_REPORT, debug output) may come first */
+    size_t n = 0;
+    char *text = readWhole(run.sh->stderrPath[r], &n);
     if (getenv("WEFT_TEST_VERBOSE")) fprintf(stderr, "%s", n > 600 ? text + n - 600 : text);
     cr_expect(strstr(text, "WEFT flight recorder") != NULL && strstr(text, "AllReduce count") != NULL &&
                   strstr(text, "rc 8") != NULL,
-              "%s: rank %d printed no flight recorder: %s", algo, r, text);
+              "%s: rank %d printed no flight recorder: %s", algo, r, n > 4000 ? text + n - 4000 : text);
+    free(text);
   }
   for (int r = 0; r < nranks; r++) unlink(run.sh->stderrPath[r]);
   endRun(&run);
