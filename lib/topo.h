@@ -97,6 +97,7 @@ struct weftTopoPlace {
   int32_t gpu;     /* index among the host's GPUs, -1 none */
   int32_t npackages, nnuma, hostCores, ngpus, nnics; /* the host's model, for other hosts' ranks */
   int32_t packageMBps; /* the link between two of its packages, each way (WEFT_TOPO_PACKAGE_BW_GBPS) */
+  int32_t numaMBps;    /* between two NUMA nodes of one package, each way (WEFT_TOPO_NUMA_BW_GBPS) */
   uint8_t cpuset[WEFT_TOPO_CPUSET_BYTES]; /* PU OS indexes of its binding, bit per PU */
 };
 /* This process's placement on host (its affinity mask read now). */
@@ -123,8 +124,9 @@ int weftTopoPackageCrossings(const struct weftTopoPlace *places, const int *host
 /* The bandwidth (GB/s) each ring link between two packages gets, where the links of a host
  * that cross from one package to another in the same direction share that direction of the
  * socket link (packageMBps of the host's places): the least over hosts and package pairs of
- * packageMBps / links sharing it. 0 when no link crosses (one package, or an order that stays
- * in each). Pure, like the order. */
+ * packageMBps / links sharing it, and likewise over pairs of NUMA nodes of one package with
+ * numaMBps. 0 when no link crosses (one package and NUMA node, or an order that stays in
+ * each). Pure, like the order. */
 double weftTopoRingCrossGBs(const struct weftTopoPlace *places, const int *hostOf,
                             const int *order, int n);
 

@@ -11,10 +11,10 @@ static int bitSet(const uint8_t *m, size_t bytes, int i) {
   return i >= 0 && (size_t)i / 8 < bytes && (m[i / 8] >> (i % 8)) & 1;
 }
 
-/* WEFT_TOPO_PACKAGE_BW_GBPS in MB/s (checked positive at the API; its default otherwise). */
-static int32_t packageMBps(void) {
+/* A GB/s setting in MB/s (checked positive at the API; fallback otherwise). */
+static int32_t settingMBps(const char *value, double fallback) {
   double gbs;
-  if (weftParseNumber(weftParamTopoPackageBwGbps(), &gbs) != 0 || !(gbs > 0)) gbs = 16;
+  if (weftParseNumber(value, &gbs) != 0 || !(gbs > 0)) gbs = fallback;
   return gbs * 1e3 > INT32_MAX ? INT32_MAX : (int32_t)(gbs * 1e3);
 }
 
@@ -27,7 +27,8 @@ void weftTopoPlaceOfCpus(const struct weftTopoHost *host, const uint8_t *cpus, s
   place->hostCores = host->ncores;
   place->ngpus = host->ngpus;
   place->nnics = host->nnics;
-  place->packageMBps = packageMBps();
+  place->packageMBps = settingMBps(weftParamTopoPackageBwGbps(), 16);
+  place->numaMBps = settingMBps(weftParamTopoNumaBwGbps(), 32);
   int pus = 0, numa = -2, package = -2;
   uint8_t *seen = calloc((size_t)host->ncores + 1, 1); /* cores counted (NULL: count PUs) */
   for (int p = 0; p < host->puMax && (size_t)p / 8 < bytes; p++) {
@@ -73,6 +74,7 @@ void weftTopoPlaceSanitize(struct weftTopoPlace *p) {
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
     if (*counts[i] < 0 || *counts[i] > (1 << 20)) *counts[i] = 0;
   if (p->packageMBps < 0) p->packageMBps = 0;
+  if (p->numaMBps < 0) p->numaMBps = 0;
 }
 
 void weftTopoPlaceLoc(const struct weftTopoHost *host, const struct weftTopoPlace *place,
@@ -115,21 +117,24 @@ int weftTopoPackageCrossings(const struct weftTopoPlace *places, const int *host
   return crossings;
 }
 
-/* One ring link that crosses packages inside a host: the host and the packages, from and to. */
+/* One ring link that crosses inside a host between packages (kind 0: from and to are
+ * packages) or between NUMA nodes of one package (kind 1: NUMA nodes). */
 struct crossing {
-  int host, from, to, mbps;
+  int host, kind, from, to, mbps;
 };
 
 static int crossingCmp(const void *a, const void *b) {
   const struct crossing *x = a, *y = b;
   if (x->host != y->host) return x->host < y->host ? -1 : 1;
+  if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
   if (x->from != y->from) return x->from < y->from ? -1 : 1;
   return x->to < y->to ? -1 : x->to > y->to;
 }
 
 /* Links that cross in the same direction between the same two packages of a host run
  * side by side through one direction of the socket link, and a ring is as fast as its
- * slowest link: each gets its share. */
+ * slowest link: each gets its share. Likewise links between two NUMA nodes of one package
+ * share the package's fabric between them (numaMBps). */
 double weftTopoRingCrossGBs(const struct weftTopoPlace *places, const int *hostOf,
                             const int *order, int n) {
   struct crossing *c = malloc(sizeof *c * (size_t)(n > 0 ? n : 1));
@@ -137,9 +142,12 @@ double weftTopoRingCrossGBs(const struct weftTopoPlace *places, const int *hostO
   int k = 0;
   for (int i = 0; i < n && n > 1; i++) {
     int a = order[i], b = order[(i + 1) % n];
-    int pa = places[a].package, pb = places[b].package;
-    if (hostOf[a] != hostOf[b] || pa < 0 || pb < 0 || pa == pb) continue;
-    c[k++] = (struct crossing){hostOf[a], pa, pb, places[a].packageMBps};
+    int pa = places[a].package, pb = places[b].package, na = places[a].numa, nb = places[b].numa;
+    if (hostOf[a] != hostOf[b] || pa < 0 || pb < 0) continue;
+    if (pa != pb)
+      c[k++] = (struct crossing){hostOf[a], 0, pa, pb, places[a].packageMBps};
+    else if (na >= 0 && nb >= 0 && na != nb)
+      c[k++] = (struct crossing){hostOf[a], 1, na, nb, places[a].numaMBps};
   }
   qsort(c, (size_t)k, sizeof *c, crossingCmp);
   double least = 0;

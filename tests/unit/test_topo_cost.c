@@ -139,3 +139,42 @@ Test(topo_cost, sparse_ring_latency) {
   /* as many elements as ranks: every step is charged at the slowest link */
   cr_expect_float_eq(weftRingCost(&comm, &ring, 8, 32), 2.0 * 7 * step + 2.0 * 7 / 8 * 32 / 1e3, 1e-9);
 }
+
+/* 8 ranks on the first package of the 4-NUMA fixture, alternating its two NUMA nodes: in rank
+ * order every link crosses between them, 4 each way sharing the 32 GB/s default; in the aware
+ * order one link each way crosses and has it all. WEFT_TOPO_NUMA_BW_GBPS scales it. */
+static double numaCrossGBs(int aware) {
+  struct weftTopoHost *h = topoFixtureLoad("topo-2s4n-cpu.xml");
+  enum { N = 8 };
+  struct weftTopoPlace places[N];
+  int hostOf[N], order[N], used[2] = {0, 0}, numas[2] = {-1, -1};
+  for (int c = 0; c < h->ncores; c++) { /* the package's two NUMA nodes */
+    int nd = h->cores[c].loc.numa;
+    if (h->cores[c].loc.package != 0) continue;
+    if (numas[0] < 0) numas[0] = nd;
+    else if (numas[1] < 0 && nd != numas[0]) numas[1] = nd;
+  }
+  cr_assert(numas[0] >= 0 && numas[1] >= 0, "package 0 has two NUMA nodes");
+  for (int i = 0; i < N; i++) {
+    int want = numas[i % 2], core = -1, seen = 0;
+    for (int c = 0; c < h->ncores && core < 0; c++)
+      if (h->cores[c].loc.package == 0 && h->cores[c].loc.numa == want && seen++ == used[i % 2]) core = c;
+    cr_assert_geq(core, 0, "NUMA node %d has a core for rank %d", want, i);
+    used[i % 2]++;
+    topoPlaceOnCore(h, core, &places[i]);
+    hostOf[i] = 0;
+    order[i] = i;
+  }
+  if (aware) weftTopoOrderHost(places, order, N);
+  double gbs = weftTopoRingCrossGBs(places, hostOf, order, N);
+  weftTopoHostFree(h);
+  return gbs;
+}
+
+Test(topo_cost, numa_crossings_share_the_package) {
+  cr_expect_float_eq(numaCrossGBs(0), 8.0, 1e-9, "rank order: 4 links each way between the nodes");
+  cr_expect_float_eq(numaCrossGBs(1), 32.0, 1e-9, "aware order: one link each way");
+  setenv("WEFT_TOPO_NUMA_BW_GBPS", "4", 1);
+  cr_expect_float_eq(numaCrossGBs(1), 4.0, 1e-9);
+  unsetenv("WEFT_TOPO_NUMA_BW_GBPS");
+}
