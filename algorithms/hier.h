@@ -21,10 +21,12 @@ struct hierRun {
 struct hierLayout {
   int nranks, h;
   int *hostOf;     /* rank -> host */
-  int *localIndex; /* rank -> its index among its host's ranks, ascending */
+  /* Inside a host, ranks go in the ring's order (package, NUMA node, core, then rank:
+   * weftTopoOrderHost), rank order where places are alike. */
+  int *localIndex; /* rank -> its index among its host's ranks, in that order */
   int *size;       /* host -> its number of ranks */
-  int *leader;     /* host -> its first rank */
-  int *byHost;     /* every rank, host after host, ascending within a host */
+  int *leader;     /* host -> its first rank in that order */
+  int *byHost;     /* every rank, host after host, in that order within a host */
   int *hostFirst;  /* host -> the index in byHost of its first rank */
   int *runStart;   /* host -> its first run in runs[]; runStart[h] = runs in all */
   struct hierRun *runs; /* each host's ranks as runs of consecutive ranks, ascending */
@@ -57,7 +59,7 @@ int weftHierWindowSegs(const struct hierLayout *L, const struct hierCut *cut, in
 
 struct hierState {
   struct hierLayout L;
-  struct weftRing local; /* the ranks of my host, ascending (a ring of one on a host of one) */
+  struct weftRing local; /* the ranks of my host, in L's order (a ring of one on a host of one) */
   /* Across hosts, one rank per host in host order: on layouts where every host holds m >= 2
    * ranks, the ranks with my local index (the AllReduce's slices); elsewhere the hosts'
    * leaders, and a ring of myself on the other ranks. Either way a leader's is the ring of the

@@ -48,6 +48,24 @@ static void groupByHost(struct hierLayout *L) {
   L->runStart[L->h] = nruns;
 }
 
+/* Each host's ranks in the order of the communicator's ring inside a host (package, NUMA node,
+ * core: weftTopoOrderHost), so the host's chain and ring cross between packages once per
+ * boundary; local indexes and leaders follow that order. The runs stay in rank order: they
+ * say where a host's parts lie in a buffer, not who passes them on. */
+static weftResult_t orderHosts(const struct weftComm *comm, struct hierLayout *L) {
+  struct weftTopoPlace *places = malloc(sizeof *places * (size_t)L->nranks);
+  if (places == NULL) return weftSetError(weftSystemError, "out of memory");
+  for (int r = 0; r < L->nranks; r++) places[r] = comm->peers[r].place;
+  for (int k = 0; k < L->h; k++) {
+    int *members = L->byHost + L->hostFirst[k];
+    weftTopoOrderHost(places, members, L->size[k]);
+    for (int i = 0; i < L->size[k]; i++) L->localIndex[members[i]] = i;
+    L->leader[k] = members[0];
+  }
+  free(places);
+  return weftSuccess;
+}
+
 weftResult_t weftHierLayoutInit(const struct weftComm *comm, struct hierLayout *L) {
   int n = comm->nranks;
   memset(L, 0, sizeof *L);
@@ -70,6 +88,11 @@ weftResult_t weftHierLayoutInit(const struct weftComm *comm, struct hierLayout *
   numberHosts(comm, L, hashes);
   free(hashes);
   groupByHost(L);
+  weftResult_t rc = orderHosts(comm, L);
+  if (rc != weftSuccess) {
+    weftHierLayoutFree(L);
+    return rc;
+  }
   L->minSize = L->maxSize = L->size[0];
   for (int k = 1; k < L->h; k++) {
     if (L->size[k] < L->minSize) L->minSize = L->size[k];

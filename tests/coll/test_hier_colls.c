@@ -24,10 +24,12 @@
 #include <unistd.h>
 
 #include "algo.h"
+#include "caps.h"
 #include "collcases.h"
 #include "forked.h"
 #include "harness.h"
 #include "reduce.h"
+#include "topofix.h"
 
 TestSuite(hier_colls, .timeout = 300);
 TestSuite(hier_order, .timeout = 120);
@@ -221,6 +223,19 @@ static void shrunkPieces(const struct layout *l) {
   long failures = onLayout(l, shrunkPiecesBody, NULL, 120);
   unsetenv("WEFT_ALGO");
   cr_expect_eq(failures, 0, "hosts %s: %ld failures", l->name, failures);
+}
+
+/* Ranks bound so that each host's packages alternate (process p on CPU p % 2, package p % 2 of
+ * the injected 2-socket fixture): the layout chains hosts' ranks 0 2 1 and 4 3 5 and leads
+ * with 0 and 4 (test_topo_cost checks that order), so leaders, local indexes and the chains
+ * all differ from rank order, and every collective must still be exact. */
+Test(hier_colls, package_order_2x3) {
+  SKIP_UNLESS("cpu01"); /* processes bind to CPUs 0 and 1 */
+  setenv("WEFT_TOPO_FILE", topoFixturePath("topo-2s-2pu.xml"), 1);
+  setenv("WEFT_TEST_BIND_ROUND_ROBIN", "2", 1);
+  everyColl(&hosts2x3, 1);
+  unsetenv("WEFT_TOPO_FILE");
+  unsetenv("WEFT_TEST_BIND_ROUND_ROBIN");
 }
 
 Test(hier_colls, shrunk_pieces_2x3) { shrunkPieces(&hosts2x3); }

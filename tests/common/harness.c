@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -130,6 +131,18 @@ static int readId(int fd, weftUniqueId *id) {
   return 0;
 }
 
+/* WEFT_TEST_BIND_ROUND_ROBIN=N (tests that inject a topology): process p binds itself to CPU
+ * p % N before its ranks start, so a host's ranks sit on different packages of the model. */
+static void bindRoundRobin(int p) {
+  const char *mod = getenv("WEFT_TEST_BIND_ROUND_ROBIN");
+  int n = mod != NULL ? atoi(mod) : 0;
+  if (n <= 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(p % n, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) _exit(101);
+}
+
 /* Process p is on host hostOf[p] when hostOf is set, else on host p / procsPerHost when that
  * is positive, else on this machine. */
 static long forkRanks(int procs, int threads, int procsPerHost, const int *hostOf, rankBody body,
@@ -159,6 +172,7 @@ static long forkRanks(int procs, int threads, int procsPerHost, const int *hostO
         snprintf(host, sizeof host, "weft-test-host-%d", hostOf ? hostOf[p] : p / procsPerHost);
         setenv("WEFT_HOSTID", host, 1);
       }
+      bindRoundRobin(p);
       long f = runThreads(id, p * threads, threads, nranks, body, arg, 0);
       _exit(f > 100 ? 100 : (int)f);
     }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../algorithms/hier.h"
 #include "../../algorithms/ring.h"
 #include "core.h"
 #include "topofix.h"
@@ -177,4 +178,40 @@ Test(topo_cost, numa_crossings_share_the_package) {
   setenv("WEFT_TOPO_NUMA_BW_GBPS", "4", 1);
   cr_expect_float_eq(numaCrossGBs(1), 4.0, 1e-9);
   unsetenv("WEFT_TOPO_NUMA_BW_GBPS");
+}
+
+/* The hierarchical algorithms' layout orders each host's ranks as the ring does (package, NUMA
+ * node, core): two hosts of three ranks whose packages alternate (rank r on package r % 2 of
+ * the 2-socket fixture) chain 0 2 1 and 4 3 5, with 0 and 4 leading; runs stay in rank order. */
+Test(topo_cost, hier_layout_follows_packages) {
+  struct weftTopoHost *h = topoFixtureLoad("topo-2s4n-cpu.xml");
+  enum { N = 6 };
+  struct weftPeerInfo peers[N];
+  memset(peers, 0, sizeof peers);
+  int firstCore[2] = {-1, -1};
+  for (int c = 0; c < h->ncores; c++) {
+    int pkg = h->cores[c].loc.package;
+    if (pkg >= 0 && pkg < 2 && firstCore[pkg] < 0) firstCore[pkg] = c;
+  }
+  cr_assert(firstCore[0] >= 0 && firstCore[1] >= 0);
+  for (int r = 0; r < N; r++) {
+    peers[r].rank = r;
+    peers[r].hostHash = r < 3 ? 11 : 22;
+    topoPlaceOnCore(h, firstCore[r % 2], &peers[r].place);
+  }
+  struct weftComm comm;
+  memset(&comm, 0, sizeof comm);
+  comm.nranks = N;
+  comm.peers = peers;
+  struct hierLayout L;
+  cr_assert_eq(weftHierLayoutInit(&comm, &L), weftSuccess);
+  const int byHost[N] = {0, 2, 1, 4, 3, 5}, localIndex[N] = {0, 2, 1, 1, 0, 2};
+  for (int i = 0; i < N; i++) {
+    cr_expect_eq(L.byHost[i], byHost[i], "byHost[%d]", i);
+    cr_expect_eq(L.localIndex[i], localIndex[i], "localIndex of rank %d", i);
+  }
+  cr_expect(L.h == 2 && L.leader[0] == 0 && L.leader[1] == 4, "leaders %d %d", L.leader[0], L.leader[1]);
+  cr_expect(L.runs[0].first == 0 && L.runs[0].nparts == 3 && L.runs[1].first == 3, "runs in rank order");
+  weftHierLayoutFree(&L);
+  weftTopoHostFree(h);
 }
