@@ -153,8 +153,10 @@ static struct weftLinkCaps ucxCaps(void) {
 static void *progressMain(void *arg) {
   struct ucxState *s = arg;
   while (!atomic_load(&s->stop)) {
+    pthread_mutex_lock(&s->progressLock);
     while (ucp_worker_progress(s->worker) != 0) {
     }
+    pthread_mutex_unlock(&s->progressLock);
     weftUcxReap(s, 0);
     ucs_status_t st = ucp_worker_arm(s->worker);
     if (st == UCS_ERR_BUSY) continue; /* events came in between: progress again */
@@ -247,6 +249,7 @@ static weftResult_t ucxInit(struct weftComm *comm, void **state) {
   s->caps = ucxCaps();
   s->efd = s->wakeFd = -1;
   pthread_mutex_init(&s->lock, NULL);
+  pthread_mutex_init(&s->progressLock, NULL);
   weftResult_t rc = openWorker(s);
   if (rc == weftSuccess) rc = readAddress(s);
   if (rc == weftSuccess) rc = startThread(s);
@@ -310,6 +313,7 @@ static weftResult_t ucxFinalize(void *state) {
   weftUcxFreeClosing(s);
   if (s->context != NULL) ucp_cleanup(s->context);
   pthread_mutex_destroy(&s->lock);
+  pthread_mutex_destroy(&s->progressLock);
   free(s);
   return weftSuccess;
 }

@@ -123,6 +123,12 @@ struct ucxState {
   int threadStarted;
   _Atomic int stop;
   pthread_mutex_t lock; /* the closing list */
+  /* Held by the progress thread while it progresses the worker, and by a closing link while
+   * it cancels its receives: UCX 1.13's ucp_request_cancel reads a request's completion
+   * before it takes the worker's lock, so a cancel on the calling thread racing that
+   * request's completion on the progress thread trips UCX's assertion (tag_match.c:92,
+   * seen in test_ucx's nothing_left_after_destroy). */
+  pthread_mutex_t progressLock;
   struct ucxConn *closing;
 };
 

@@ -157,10 +157,13 @@ static void cancelOp(struct ucxConn *uc, struct ucxOp *op) {
     ucp_request_cancel(uc->s->worker, op->req);
 }
 
+/* Under progressLock: the progress thread completes none of them meanwhile (ucx.h). */
 static void cancelReceives(struct ucxConn *uc) {
+  pthread_mutex_lock(&uc->s->progressLock);
   if (uc->dir == WEFT_DIR_RECV)
     for (uint32_t i = 0; i < uc->shape.nslots; i++) cancelOp(uc, &uc->slotOps[i]);
   cancelOp(uc, &uc->ctrlRecv);
+  pthread_mutex_unlock(&uc->s->progressLock);
 }
 
 /* Flushes the endpoint (the close message goes out first), or drops it after a failure. */
