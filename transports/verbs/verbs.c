@@ -9,6 +9,8 @@
  * between hosts (every pair where WEFT_TRANSPORTS names it), before ucx and tcp. See
  * docs/transports/verbs.md. This file: what the machine has (query), the device, port and
  * GID of a communicator (init, finalize), canConnect and the ops table. */
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,16 @@ static int activePort(struct ibv_context *ctx, int *port) {
   return 0;
 }
 
+/* librdmacm opens every RDMA device once per process, on first use, and keeps them for the
+ * process's life (its own cache): done here, once, so a communicator's descriptors are all
+ * gone after it is destroyed. */
+static void warmRdmaCm(void) {
+  int n = 0;
+  struct ibv_context **devs = rdma_get_devices(&n);
+  if (devs != NULL) rdma_free_devices(devs);
+}
+static pthread_once_t rdmaCmOnce = PTHREAD_ONCE_INIT;
+
 static int verbsQuery(char *why, size_t len) {
   int n = 0;
   struct ibv_device **list = ibv_get_device_list(&n);
@@ -57,6 +69,7 @@ static int verbsQuery(char *why, size_t len) {
     snprintf(why, len, "no RDMA device with an active port (%d device(s), none ACTIVE: "
              "ibv_devinfo shows their state)", n);
   ibv_free_device_list(list);
+  if (usable) pthread_once(&rdmaCmOnce, warmRdmaCm);
   return usable;
 }
 

@@ -262,9 +262,11 @@ static weftResult_t wireQps(struct verbsConn *vc, const struct verbsBlob *b) {
                                                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
     if (err != 0)
       return weftSetSysError(err, "verbs: a QP to " VERBS_PEER_FMT " to RTR", VERBS_PEER_ARGS(vc));
+    /* 6 retries, not 7: rxe (Soft-RoCE) takes 7 as "retry for ever", so a vanished peer
+     * would never fail the link there. */
     struct ibv_qp_attr rts = {.qp_state = IBV_QPS_RTS,
                               .timeout = (uint8_t)s->timeout,
-                              .retry_cnt = 7,
+                              .retry_cnt = 6,
                               .rnr_retry = 7,
                               .sq_psn = vc->psn[q],
                               .max_rd_atomic = 1};
