@@ -93,7 +93,7 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 .DEFAULT_GOAL := all
 include bindings/pytorch/pytorch.mk
 
-.PHONY: all lib tools benches tests bench check check-layering deps install uninstall clean env-doc FORCE fuzz fuzz-build check-asan check-tsan
+.PHONY: all lib tools benches tests bench check check-rdma check-layering deps install uninstall clean env-doc FORCE fuzz fuzz-build check-asan check-tsan
 all: lib tools benches tests pytorch
 tools: $(TOOL_BINS)
 lib: $(BUILD)/libweft.so $(BUILD)/$(SONAME) $(BUILD)/libweft.a
@@ -199,6 +199,12 @@ bench: $(DEPS_STAMP)
 check: $(DEPS_STAMP)
 	$(MAKE) all
 	tests/run-all.sh $(BUILD)
+
+# The verbs tests on Soft-RoCE in a QEMU VM (tests/rdma/check-rdma.sh; skipped with the
+# reason where QEMU cannot run). tests/run-all.sh runs it as part of make check.
+check-rdma: $(DEPS_STAMP)
+	$(MAKE) all
+	tests/rdma/check-rdma.sh $(BUILD)
 
 # Only the layering rule (make check runs it too): calls in libweft run one way, from the API
 # down to the leaf services (tests/tools/layering.py, docs/architecture.md "Layers").
