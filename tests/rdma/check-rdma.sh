@@ -8,6 +8,8 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:-build}
 export RDMA_VM_CACHE=${RDMA_VM_CACHE:-/tmp/weft-rdma-vm-cache}
+# RDMA_FULL=1: the full sweeps (every type everywhere; tens of minutes under TCG).
+[ -n "${RDMA_FULL:-}" ] && export WEFT_VERBS_TESTS_FULL=1
 why=$("$BUILD/tests/tools/caps" qemu 2>&1)
 if [ $? != 0 ]; then echo "check-rdma: skipped: [needs qemu] ${why#qemu: no: }"; exit 77; fi
 if ! [ -x "$BUILD/tests/transport/test_verbs" ]; then
