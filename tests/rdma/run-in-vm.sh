@@ -20,7 +20,7 @@ run() { # name, binary, criterion args...
   local t0=$SECONDS
   timeout -k 10 1500 "$bin" --jobs 1 --verbose "$@" >"$LOGDIR/$name.log" 2>&1
   local r=$?
-  grep -E '^\[(FAIL|SKIP)\]' "$LOGDIR/$name.log" | head -20
+  grep -E '^\[(FAIL|SKIP)\]' "$LOGDIR/$name.log" | grep -v 'Test is disabled' | head -20
   echo "$name: $(grep Synthesis "$LOGDIR/$name.log" | tail -1 | sed 's/.*Synthesis: //') (exit $r, $((SECONDS - t0)) s)"
   [ $r = 0 ] || rc=1
 }
