@@ -26,17 +26,24 @@ static int listHolds(const char *list, const char *name) {
   return 0;
 }
 
-/* Whether WEFT_TRANSPORTS (a comma list; empty = all) allows this transport. */
-static int transportAllowed(const char *name) {
-  const char *list = weftParamTransports();
+/* Whether WEFT_TRANSPORTS (a comma list; empty = all; "^" first: all but those) allows this
+ * transport. */
+int weftTransportAllowed(const char *list, const char *name) {
+  if (*list == '^') return !listHolds(list + 1, name);
   return *list == '\0' || listHolds(list, name);
+}
+
+static int transportAllowed(const char *name) {
+  return weftTransportAllowed(weftParamTransports(), name);
 }
 
 int weftTransportsCheckList(const char *value, char *allowed, size_t len) {
   size_t o = (size_t)snprintf(allowed, len, "a comma list of");
   for (int t = 0; weftTransports[t] != NULL && o < len; t++)
     o += (size_t)snprintf(allowed + o, len - o, " %s", weftTransports[t]->name);
+  if (o < len) snprintf(allowed + o, len - o, " (\"^\" first: all but those)");
   if (value == NULL) return 0;
+  if (*value == '^') value++;
   for (const char *p = value;; p++) { /* every name is a transport's */
     size_t n = strcspn(p, ",");
     int known = 0;

@@ -243,6 +243,8 @@ void weftTopoGraphWrite(const struct weftTopoGraph *g, void *f);
 weftResult_t weftTransportsInit(struct weftComm *comm);
 /* The check of WEFT_TRANSPORTS (weftParamCheckFn, param.h): a comma list of transports' names. */
 int weftTransportsCheckList(const char *value, char *allowed, size_t len);
+/* Whether a WEFT_TRANSPORTS value (a comma list, "^" first excludes, "" all) allows name. */
+int weftTransportAllowed(const char *list, const char *name);
 void weftTransportsFinalize(struct weftComm *comm);
 /* The first allowed transport that can link this rank to peer, in c (c->dir set): c->ops,
  * c->state, c->peer, c->comm and c->caps; an error naming every transport's reason when none

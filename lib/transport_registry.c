@@ -4,6 +4,9 @@
 
 extern const struct weftTransportOps weftTransportShm;
 extern const struct weftTransportOps weftTransportTcp;
+#ifdef WEFT_HAVE_VERBS
+extern const struct weftTransportOps weftTransportVerbs;
+#endif
 #ifdef WEFT_HAVE_UCX
 extern const struct weftTransportOps weftTransportUcx;
 #endif
@@ -11,6 +14,9 @@ extern const struct weftTransportOps weftTransportUcx;
 /* In order of preference: the first that can connect two ranks wins. */
 const struct weftTransportOps *const weftTransports[] = {
   &weftTransportShm,
+#ifdef WEFT_HAVE_VERBS
+  &weftTransportVerbs, /* between hosts where an RDMA port is active */
+#endif
 #ifdef WEFT_HAVE_UCX
   &weftTransportUcx, /* only where asked for, or where UCX has a network faster than TCP */
 #endif

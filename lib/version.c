@@ -16,6 +16,11 @@ const char *weftVersionGitRev(void) { return WEFT_GIT_REV; }
 static char banner[512];
 static pthread_once_t bannerOnce = PTHREAD_ONCE_INIT;
 
+#ifdef WEFT_HAVE_VERBS
+#define VERBS_FEATURE "verbs built"
+#else
+#define VERBS_FEATURE "verbs not built"
+#endif
 #ifdef WEFT_HAVE_UCX
 #define UCX_FEATURE "UCX built"
 #else
@@ -33,7 +38,7 @@ static void bannerMake(void) {
     o += (size_t)snprintf(banner + o, sizeof banner - o, " %s", weftAlgos[a]->name);
   if (o < sizeof banner)
     snprintf(banner + o, sizeof banner - o,
-             "; reduction kernels %s; CUDA not built; verbs not built; " UCX_FEATURE,
+             "; reduction kernels %s; CUDA not built; " VERBS_FEATURE "; " UCX_FEATURE,
              weftReduceKernelName());
 }
 

@@ -166,6 +166,20 @@ case $mh_rc in
 esac
 rm -f "$mh_log"
 
+# The verbs tests on Soft-RoCE in a QEMU VM (make check-rdma): 77 means skipped.
+note "rdma: tests/rdma/check-rdma.sh $BUILD"
+rdma_log=$(mktemp)
+rdma_t0=$SECONDS
+timeout -k 10 1200 "$HERE/rdma/check-rdma.sh" "$BUILD" 2>&1 | tee "$rdma_log"
+rdma_rc=${PIPESTATUS[0]}
+took "check-rdma" $rdma_t0
+case $rdma_rc in
+  0) pass; echo "PASS check-rdma" ;;
+  77) judge_skip "check-rdma" "$(sed -n 's/^check-rdma: skipped: //p' "$rdma_log" | tail -1)" ;;
+  *) fail "check-rdma (exit $rdma_rc)" ;;
+esac
+rm -f "$rdma_log"
+
 shm_after=$(ls /dev/shm | grep -c '^weft' || true)
 note "/dev/shm: $shm_before weft segments before the suite, $shm_after after"
 if [ "$shm_after" -gt "$shm_before" ]; then

@@ -153,6 +153,30 @@ static int capCpu01(char *why, size_t len) {
   return CPU_ISSET(0, &set) && CPU_ISSET(1, &set) ? 1 : no(why, len, "CPUs 0 and 1 are not both usable here");
 }
 
+/* An RDMA device with a port in state ACTIVE, as the kernel lists them (sysfs). */
+static int capRdma(char *why, size_t len) {
+  FILE *p = popen("cat /sys/class/infiniband/*/ports/*/state 2>/dev/null", "r");
+  if (p == NULL) return no(why, len, "popen: %s", strerror(errno));
+  char line[128];
+  int ports = 0, active = 0;
+  while (fgets(line, sizeof line, p) != NULL) {
+    ports++;
+    active += strstr(line, "ACTIVE") != NULL;
+  }
+  pclose(p);
+  if (active > 0) return 1;
+  if (ports == 0) return no(why, len, "no RDMA device (/sys/class/infiniband is empty: no RDMA hardware, no rdma_rxe)");
+  return no(why, len, "no RDMA port is ACTIVE (%d port(s))", ports);
+}
+
+/* What tests/rdma/rdma-vm-run needs to boot its VM. */
+static int capQemu(char *why, size_t len) {
+  static const char *const need[] = {"qemu-system-x86_64", "busybox", "cpio", "depmod", "modprobe", "apt-get", "dpkg-deb"};
+  for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+    if (!onPath(need[i])) return no(why, len, "no '%s' on PATH (install-deps.sh installs qemu-system-x86, busybox-static, kmod, cpio)", need[i]);
+  return 1;
+}
+
 int capHave(const char *cap, char *why, size_t len) {
   why[0] = '\0';
   if (strncmp(cap, "cmd:", 4) == 0)
@@ -162,6 +186,8 @@ int capHave(const char *cap, char *why, size_t len) {
   if (strcmp(cap, "ipv6") == 0) return capIpv6(why, len);
   if (strcmp(cap, "cma") == 0) return capCma(why, len);
   if (strcmp(cap, "cpu01") == 0) return capCpu01(why, len);
+  if (strcmp(cap, "rdma") == 0) return capRdma(why, len);
+  if (strcmp(cap, "qemu") == 0) return capQemu(why, len);
   static const char *const cpu[] = {"x86", "f16c", "avx2", "avx512"};
   for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)
     if (strcmp(cap, cpu[i]) == 0) return capCpu(cap, why, len);

@@ -13,14 +13,22 @@
 #include <unistd.h>
 
 /* The registry of this build (lib/transport_registry.c). */
-#ifdef WEFT_HAVE_UCX
-#define TRANSPORT_NAMES "shm ucx tcp"
-#define UCX_NOT_ASKED "ucx: not in WEFT_TRANSPORTS=\"shm\"; "
+#ifdef WEFT_HAVE_VERBS
+#define VERBS_NAME " verbs"
+#define VERBS_NOT_ASKED "verbs: not in WEFT_TRANSPORTS=\"shm\"; "
 #else
-#define TRANSPORT_NAMES "shm tcp"
-#define UCX_NOT_ASKED ""
+#define VERBS_NAME ""
+#define VERBS_NOT_ASKED ""
+#endif
+#ifdef WEFT_HAVE_UCX
+#define TRANSPORT_NAMES "shm" VERBS_NAME " ucx tcp"
+#define UCX_NOT_ASKED VERBS_NOT_ASKED "ucx: not in WEFT_TRANSPORTS=\"shm\"; "
+#else
+#define TRANSPORT_NAMES "shm" VERBS_NAME " tcp"
+#define UCX_NOT_ASKED VERBS_NOT_ASKED
 #endif
 
+#include "core.h"
 #include "forked.h"
 #include "harness.h"
 #include "settings.h"
@@ -54,6 +62,14 @@ static const struct {
     {"WEFT_SIMD", "7", "0 (portable)"},
     {"WEFT_ALGO", "bogus", "a comma list of ring direct tree hier"},
     {"WEFT_TRANSPORTS", "shm,ib", "a comma list of " TRANSPORT_NAMES},
+    {"WEFT_TRANSPORTS", "^", "a comma list of " TRANSPORT_NAMES},
+    {"WEFT_TRANSPORTS", "^bogus", "\"^\" first: all but those"},
+    {"WEFT_IB_HCA", "mlx5_0,,mlx5_1", "a comma list of interface or RDMA device names"},
+    {"WEFT_IB_HCA", "mlx5 0", "a comma list of interface or RDMA device names"},
+    {"WEFT_IB_GID_INDEX", "-2", "an integer from -1 to 1023"},
+    {"WEFT_IB_GID_INDEX", "one", "an integer from -1 to 1023"},
+    {"WEFT_IB_QPS_PER_CONNECTION", "0", "an integer from 1 to 8"},
+    {"WEFT_IB_QPS_PER_CONNECTION", "9", "an integer from 1 to 8"},
     {"WEFT_SOCKET_FAMILY", "inet", "AF_INET or AF_INET6"},
     {"WEFT_COMM_ID", "nohostport", "host:port"},
     {"WEFT_TCP_BW_GBPS", "fast", "a number > 0"},
@@ -281,6 +297,21 @@ Test(settings, forced_transport_that_cannot_connect_says_why, .timeout = 60) {
   struct scenario *sc = runScenario(2, 2, "WEFT_TRANSPORTS", "shm");
   expectEveryRank(sc, 2, "no transport can connect rank",
                   "shm: it cannot connect these two ranks; " UCX_NOT_ASKED "tcp: not in WEFT_TRANSPORTS=\"shm\"");
+}
+
+/* WEFT_TRANSPORTS: a list allows the transports it names, "^" first all but those. */
+Test(settings, transport_list_with_exclusion, .timeout = 10) {
+  cr_expect(weftTransportAllowed("", "tcp"));
+  cr_expect(weftTransportAllowed("shm,tcp", "tcp"));
+  cr_expect(!weftTransportAllowed("shm,tcp", "verbs"));
+  cr_expect(!weftTransportAllowed("^verbs", "verbs"));
+  cr_expect(!weftTransportAllowed("^ucx,VERBS", "verbs"));
+  cr_expect(weftTransportAllowed("^verbs", "tcp"));
+  cr_expect(weftTransportAllowed("^verbs,ucx", "shm"));
+  char allowed[256];
+  cr_expect_eq(weftTransportsCheckList("^verbs", allowed, sizeof allowed), weftTransportsCheckList("verbs", allowed, sizeof allowed));
+  cr_expect_eq(weftTransportsCheckList("^tcp,shm", allowed, sizeof allowed), 0);
+  cr_expect_eq(weftTransportsCheckList("^", allowed, sizeof allowed), -1);
 }
 
 /* docs/env.md holds the generated table exactly (make env-doc writes it). */

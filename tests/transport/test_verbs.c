@@ -1,0 +1,299 @@
+/* The verbs transport beyond the conformance suite (tests/transport/test_transport.c runs
+ * that over it too). Needs an RDMA device: each test skips with "[needs rdma]" and query()'s
+ * reason where there is none (this machine); tests/rdma/check-rdma.sh runs them in a VM with
+ * Soft-RoCE (rxe). Every collective over verbs links (the ring, the tree and hier forced in
+ * turn, then the tuner; every datatype, in place and out of place, counts {0, 1, odd primes,
+ * past a slot}) on 2 ranks (WEFT_TRANSPORTS=verbs on one host, each rank on its own device
+ * where there are two; and two emulated hosts, where verbs is chosen by default) and on 4
+ * ranks (one host; two emulated hosts of two, shm inside); several QPs per link; a peer
+ * killed mid-collective gives weftRemoteError naming it; bad WEFT_IB_* values are refused;
+ * WEFT_TRANSPORTS=^verbs leaves it out; nothing (descriptors, verbs objects) is left after
+ * destroy or abort. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "algo.h"
+#include "caps.h"
+#include "collcases.h"
+#include "core.h"
+#include "harness.h"
+
+TestSuite(verbs, .timeout = 1800);
+
+static int verbsIndex(void) {
+  for (int t = 0; weftTransports[t] != NULL; t++)
+    if (strcmp(weftTransports[t]->name, "verbs") == 0) return t;
+  return -1;
+}
+
+/* Skips unless verbs is built in and finds an active RDMA port. */
+static void needVerbs(void) {
+  int t = verbsIndex();
+  if (t < 0) cr_skip_test("[needs rdma] weft was built without libibverbs/librdmacm (libibverbs-dev, librdmacm-dev)");
+  char why[256] = "";
+  if (!weftTransports[t]->query(why, sizeof why)) cr_skip_test("[needs rdma] %s", why);
+  /* TCG (the VM) runs 14-56x slower than the host: generous deadlines, small slots so the
+   * sweeps wrap the FIFO often. */
+  setenv("WEFT_TIMEOUT_MS", "120000", 1);
+  setenv("WEFT_IB_SLOT_BYTES", "16384", 1);
+}
+
+struct verbsRun {
+  int perHost; /* 0: one host, every link verbs; else shm inside a host, verbs between */
+  const struct collSweep *sweep;
+  const struct collMatrix *matrix;
+};
+
+static int linkUses(const struct weftConn *c, const struct verbsRun *run, int rank, int nranks) {
+  int sameHost = run->perHost > 0 && rank / run->perHost == c->peer / run->perHost;
+  const char *want = sameHost ? "shm" : "verbs";
+  if (nranks == 1 || strcmp(c->ops->name, want) == 0) return 1;
+  fprintf(stderr, "rank %d: the link %s rank %d uses %s, not %s\n", rank,
+          c->dir == WEFT_DIR_SEND ? "to" : "from", c->peer, c->ops->name, want);
+  return 0;
+}
+
+static long runBody(weftComm_t comm, int rank, int nranks, void *arg) {
+  const struct verbsRun *run = arg;
+  if (!linkUses(&comm->ring.send, run, rank, nranks) || !linkUses(&comm->ring.recv, run, rank, nranks))
+    return 1;
+  long bad = 0;
+  if (run->sweep != NULL) bad += collSweepBody(comm, rank, nranks, (void *)run->sweep);
+  if (run->matrix != NULL) bad += collMatrixBody(comm, rank, nranks, (void *)run->matrix);
+  return bad;
+}
+
+/* 20011 elements pass a 16 KiB slot for every type (int8 included). */
+static const size_t counts[] = {0, 1, 7, 1021, 20011};
+static const weftDataType_t allTypes[] = {weftInt8, weftUint8, weftInt32, weftUint32, weftInt64,
+                                          weftUint64, weftFloat16, weftFloat32, weftFloat64,
+                                          weftBfloat16, weftFloat8e4m3, weftFloat8e5m2};
+#define NTYPES ((int)(sizeof allTypes / sizeof allTypes[0]))
+static const weftRedOp_t ops[] = {weftSum, weftMax, weftAvg};
+
+static int algoRuns(const char *name, weftColl_t coll) {
+  for (int a = 0; weftAlgos[a] != NULL; a++)
+    if (strcmp(weftAlgos[a]->name, name) == 0) return (weftAlgos[a]->colls & WEFT_COLL_BIT(coll)) != 0;
+  return 0;
+}
+
+/* make check-rdma's default keeps its VM boots under 10 minutes of TCG: every datatype in the
+ * AllReduce matrix (sum), three (int8, float32, bfloat16) in the other collectives' sweeps,
+ * counts {0, 1, 7, 20011}. WEFT_VERBS_TESTS_FULL=1 (RDMA_FULL=1 make check-rdma): every type
+ * everywhere, counts {0, 1, 7, 1021, 20011}, sum, max and avg. */
+static const weftDataType_t quickTypes[] = {weftInt8, weftFloat32, weftBfloat16};
+static const size_t quickCounts[] = {0, 1, 7, 20011};
+
+/* Every collective with each algorithm that runs it here, then the tuner. */
+static void everyCollective(int hosts, int perHost, const char *transports) {
+  needVerbs();
+  int full = getenv("WEFT_VERBS_TESTS_FULL") != NULL;
+  const size_t *cs = full ? counts : quickCounts;
+  int nc = full ? 5 : 4;
+  static const weftColl_t colls[] = {weftCollBroadcast, weftCollReduce, weftCollAllGather,
+                                     weftCollReduceScatter, weftCollAllReduce};
+  static const char *const algos[] = {"ring", "tree", "hier", NULL};
+  if (transports != NULL) setenv("WEFT_TRANSPORTS", transports, 1);
+  else unsetenv("WEFT_TRANSPORTS");
+  int nranks = hosts * perHost;
+  for (int a = 0; a < 4; a++) {
+    char why[256];
+    if (algos[a] != NULL && !algoRunsOn(algos[a], hosts, perHost, why, sizeof why)) continue;
+    for (int c = 0; c < 5; c++) {
+      struct collSweep sweep = {colls[c], cs, nc, full ? allTypes : quickTypes, full ? NTYPES : 3, 0};
+      struct collMatrix matrix = {cs, nc, allTypes, NTYPES, ops, full ? 3 : 1};
+      struct verbsRun run = {hosts > 1 ? perHost : 0, c < 4 ? &sweep : NULL, c < 4 ? NULL : &matrix};
+      char spec[64] = "";
+      if (algos[a] != NULL && !algoRuns(algos[a], colls[c])) continue;
+      if (algos[a] != NULL) {
+        snprintf(spec, sizeof spec, "%s:%s", weftCollName(colls[c]), algos[a]);
+        setenv("WEFT_ALGO", spec, 1);
+      } else {
+        unsetenv("WEFT_ALGO");
+      }
+      long failures = hosts > 1 ? runRanksOnHosts(hosts, perHost, runBody, &run, 1200)
+                                : runRanks(nranks, 1, runBody, &run, 1200);
+      cr_expect_eq(failures, 0, "%s over %s, %d host(s) x %d, WEFT_ALGO=%s: %ld failures",
+                   weftCollName(colls[c]), transports ? transports : "(default)", hosts, perHost,
+                   algos[a] ? spec : "(tuner)", failures);
+    }
+  }
+  unsetenv("WEFT_ALGO");
+  unsetenv("WEFT_TRANSPORTS");
+}
+
+/* Two ranks of one host (each on its own RDMA device where there are two), every link
+ * verbs; two emulated hosts of one rank, where verbs is chosen without being asked for. */
+Test(verbs, every_collective_procs_2) { everyCollective(1, 2, "verbs"); }
+Test(verbs, every_collective_hosts_2x1) { everyCollective(2, 1, NULL); }
+/* Four ranks: one host, every link verbs; two emulated hosts of two, shm inside a host. */
+Test(verbs, every_collective_procs_4) { everyCollective(1, 4, "verbs"); }
+Test(verbs, every_collective_hosts_2x2) { everyCollective(2, 2, NULL); }
+
+/* Several QPs per link (slots round-robin over them, more slots than QPs and not a
+ * multiple): the AllReduce matrix over the ring. */
+Test(verbs, qps_per_connection_3) {
+  needVerbs();
+  setenv("WEFT_TRANSPORTS", "verbs", 1);
+  setenv("WEFT_IB_QPS_PER_CONNECTION", "3", 1);
+  setenv("WEFT_ALGO", "allreduce:ring", 1);
+  struct collMatrix matrix = {quickCounts, 4, allTypes, NTYPES, ops, 1};
+  struct verbsRun run = {0, NULL, &matrix};
+  long failures = runRanks(2, 1, runBody, &run, 600);
+  unsetenv("WEFT_IB_QPS_PER_CONNECTION");
+  unsetenv("WEFT_ALGO");
+  unsetenv("WEFT_TRANSPORTS");
+  cr_expect_eq(failures, 0, "%ld failures", failures);
+}
+
+/* Rank 1 leaves (_exit, its QPs torn down by the kernel) in the middle of a loop of
+ * AllReduces; rank 0 must get weftRemoteError naming it, not a hang. */
+static long dieBody(weftComm_t comm, int rank, int nranks, void *arg) {
+  (void)nranks, (void)arg;
+  static float buf[4096];
+  for (int i = 0; i < 100000; i++) {
+    if (rank == 1 && i == 20) _exit(0);
+    weftResult_t rc = weftAllReduce(buf, buf, 4096, weftFloat32, weftSum, comm, NULL);
+    if (rc != weftSuccess) {
+      const char *msg = weftGetLastError(comm);
+      if (rank == 0 && rc == weftRemoteError && strstr(msg, "rank 1") != NULL) return 0;
+      fprintf(stderr, "rank %d: call %d: got %s: %s\n", rank, i, weftGetErrorString(rc), msg);
+      return 1;
+    }
+  }
+  fprintf(stderr, "rank %d: no error although rank 1 left\n", rank);
+  return 1;
+}
+
+Test(verbs, peer_killed_mid_collective) {
+  needVerbs();
+  setenv("WEFT_TRANSPORTS", "verbs", 1);
+  setenv("WEFT_ALGO", "allreduce:ring", 1);
+  long failures = runRanks(2, 1, dieBody, NULL, 300);
+  unsetenv("WEFT_ALGO");
+  unsetenv("WEFT_TRANSPORTS");
+  cr_expect_eq(failures, 0, "%ld failures (see stderr)", failures);
+}
+
+/* Malformed WEFT_IB_* values are refused before anything acts on them; a WEFT_IB_HCA that
+ * matches no device fails init with the reason. */
+Test(verbs, bad_values_refused) {
+  static const char *const bad[][2] = {{"WEFT_IB_QPS_PER_CONNECTION", "0"},
+                                       {"WEFT_IB_QPS_PER_CONNECTION", "9"},
+                                       {"WEFT_IB_GID_INDEX", "abc"},
+                                       {"WEFT_IB_HCA", "rxe0,,rxe1"},
+                                       {"WEFT_TRANSPORTS", "^verbs,nonesuch"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv(bad[i][0], bad[i][1], 1);
+    weftUniqueId id;
+    weftResult_t rc = weftGetUniqueId(&id);
+    unsetenv(bad[i][0]);
+    cr_expect_eq(rc, weftInvalidArgument, "%s=%s: rc %d", bad[i][0], bad[i][1], rc);
+    cr_expect(strstr(weftGetLastError(NULL), bad[i][0]) != NULL, "%s", weftGetLastError(NULL));
+  }
+  needVerbs();
+  setenv("WEFT_TRANSPORTS", "verbs", 1);
+  setenv("WEFT_IB_HCA", "=nonesuch_0", 1);
+  weftUniqueId id;
+  weftComm_t comm = NULL;
+  cr_assert_eq(weftGetUniqueId(&id), weftSuccess);
+  weftResult_t rc = weftCommInitRank(&comm, 1, id, 0);
+  unsetenv("WEFT_IB_HCA");
+  unsetenv("WEFT_TRANSPORTS");
+  cr_expect_eq(rc, weftInvalidArgument, "WEFT_IB_HCA=\"=nonesuch_0\": init rc %d", rc);
+  cr_expect(strstr(weftGetLastError(NULL), "WEFT_IB_HCA") != NULL, "%s", weftGetLastError(NULL));
+  if (rc == weftSuccess) weftCommDestroy(comm);
+}
+
+/* WEFT_TRANSPORTS=^verbs leaves verbs out: emulated hosts talk over tcp. */
+static long tcpBody(weftComm_t comm, int rank, int nranks, void *arg) {
+  (void)arg;
+  return nranks > 1 && (strcmp(comm->ring.send.ops->name, "tcp") != 0 ||
+                        strcmp(comm->ring.recv.ops->name, "tcp") != 0) &&
+         fprintf(stderr, "rank %d: ring over %s/%s\n", rank, comm->ring.send.ops->name,
+                 comm->ring.recv.ops->name) > 0;
+}
+
+Test(verbs, excluded_by_caret) {
+  needVerbs();
+  setenv("WEFT_TRANSPORTS", "^verbs,ucx", 1);
+  long failures = runRanksOnHosts(2, 1, tcpBody, NULL, 120);
+  unsetenv("WEFT_TRANSPORTS");
+  cr_expect_eq(failures, 0, "WEFT_TRANSPORTS=^verbs,ucx did not leave verbs out");
+}
+
+/* Open descriptors on /dev/infiniband (uverbs contexts, rdma_cm channels). */
+static int countRdmaFds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = 0;
+  if (d == NULL) return -1;
+  struct dirent *e;
+  char path[320], target[256];
+  while ((e = readdir(d)) != NULL) {
+    snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+    ssize_t len = readlink(path, target, sizeof target - 1);
+    if (len <= 0) continue;
+    target[len] = '\0';
+    n += strncmp(target, "/dev/infiniband/", 16) == 0;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Two ranks as threads of this process: init, one AllReduce, then destroy or abort. */
+struct pairRank {
+  weftUniqueId id;
+  int rank, abort;
+  long failures;
+};
+
+static void *pairMain(void *arg) {
+  struct pairRank *p = arg;
+  weftComm_t comm = NULL;
+  static float bufs[2][1021];
+  if (weftCommInitRank(&comm, 2, p->id, p->rank) != weftSuccess) {
+    p->failures = 1;
+    return NULL;
+  }
+  if (strcmp(comm->ring.send.ops->name, "verbs") != 0) p->failures++;
+  if (weftAllReduce(bufs[p->rank], bufs[p->rank], 1021, weftFloat32, weftSum, comm, NULL) != weftSuccess)
+    p->failures++;
+  if ((p->abort ? weftCommAbort(comm) : weftCommDestroy(comm)) != weftSuccess) p->failures++;
+  return NULL;
+}
+
+static long runPair(int abort) {
+  struct pairRank r[2];
+  pthread_t th[2];
+  if (weftGetUniqueId(&r[0].id) != weftSuccess) return 1;
+  for (int i = 0; i < 2; i++) {
+    r[i] = (struct pairRank){r[0].id, i, abort, 0};
+    pthread_create(&th[i], NULL, pairMain, &r[i]);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  return r[0].failures + r[1].failures;
+}
+
+/* Ten communicators over verbs (ranks as threads of this process) made, used and destroyed,
+ * and ten aborted after a collective: no descriptor and no device context outlives them
+ * (finalize releases each PD and context; every QP, CQ and MR goes with its link). */
+Test(verbs, nothing_left_after_destroy_and_abort) {
+  needVerbs();
+  setenv("WEFT_TRANSPORTS", "verbs", 1);
+  cr_assert_eq(runPair(0), 0); /* one-time setup, then count */
+  int fds = countOpenFds(), rdma = countRdmaFds();
+  for (int i = 0; i < 10; i++) cr_assert_eq(runPair(0), 0);
+  for (int i = 0; i < 300 && countOpenFds() != fds; i++) usleep(10000);
+  cr_expect_eq(countOpenFds(), fds, "descriptors leaked after destroy: %d before, %d after", fds, countOpenFds());
+  cr_expect_eq(countRdmaFds(), rdma, "RDMA descriptors after destroy: %d before, %d after", rdma, countRdmaFds());
+  for (int i = 0; i < 10; i++) cr_assert_eq(runPair(1), 0);
+  for (int i = 0; i < 300 && countOpenFds() != fds; i++) usleep(10000);
+  unsetenv("WEFT_TRANSPORTS");
+  cr_expect_eq(countOpenFds(), fds, "descriptors leaked after abort: %d before, %d after", fds, countOpenFds());
+  cr_expect_eq(countRdmaFds(), rdma, "RDMA descriptors after abort: %d before, %d after", rdma, countRdmaFds());
+}
