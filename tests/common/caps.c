@@ -186,7 +186,7 @@ int capHave(const char *cap, char *why, size_t len) {
   if (strcmp(cap, "ipv6") == 0) return capIpv6(why, len);
   if (strcmp(cap, "cma") == 0) return capCma(why, len);
   if (strcmp(cap, "cpu01") == 0) return capCpu01(why, len);
-  if (strcmp(cap, "rdma") == 0) return capRdma(why, len);
+  if (strcmp(cap, "rdma") == 0 || strcmp(cap, "verbs") == 0) return capRdma(why, len);
   if (strcmp(cap, "qemu") == 0) return capQemu(why, len);
   static const char *const cpu[] = {"x86", "f16c", "avx2", "avx512"};
   for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)

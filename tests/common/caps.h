@@ -7,7 +7,8 @@
  * Capabilities: root, netns (new network namespaces holding a bridge and a veth pair), ipv6
  * (a loopback socket), cma (process_vm_readv between two sibling processes), cpu01 (CPUs 0 and
  * 1 both in the affinity mask), x86, f16c, avx2 (with f16c), avx512 (f, bw, vl), rdma (an RDMA
- * device with an ACTIVE port in sysfs), qemu (what tests/rdma/rdma-vm-run needs to boot), and
+ * device with an ACTIVE port in sysfs; also named verbs, as the transport conformance suite
+ * names a transport's own capability), qemu (what tests/rdma/rdma-vm-run needs to boot), and
  * cmd:NAME (NAME is on PATH). */
 #ifndef WEFT_TEST_CAPS_H_
 #define WEFT_TEST_CAPS_H_
