@@ -222,7 +222,7 @@ FUZZ_SECONDS ?= 30
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
   -pthread -Iinclude -Ilib -Itransports $(HWLOC_CFLAGS) $(SODIUM_CFLAGS)
-FUZZ_SRCS := $(wildcard tests/fuzz/*.c)
+FUZZ_SRCS := $(filter-out $(if $(VERBS_LIBS),,tests/fuzz/fuzz_verbs_wire.c),$(wildcard tests/fuzz/*.c))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/%,$(FUZZ_SRCS))
 FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(LIB_SRCS))
 

@@ -101,6 +101,19 @@ seeds = {
                   b"0f3c2a1b-1111-2222-3333-444455556666\n", peer(7, "forced-id", "h" * 63)],
 }
 
+def verbs_blob(dir_, rank, nslots, nqps, gid):
+    b = be32(0x57494256) + be32(1) + be32(dir_) + be32(rank) + be64(131072) + be32(nslots) + be32(nqps)
+    b += bytes(gid) + bytes([0, 1, 2, 3]) + be64(0x7f0000001000) + be32(0x1234) + be64(0x7f0000002000) + be32(0x5678)
+    b += b"".join(be32(0x100 + q) for q in range(8)) + b"".join(be32(0x200 + q) for q in range(8))
+    return b + bytes(140 - len(b))
+
+def verbs_close(reason, value, note):
+    return be32(2) + be32(reason) + be64(value) + be32(len(note)) + note  # VERBS_CTRL_CLOSE
+
+ROCE_GID = [0] * 10 + [0xff, 0xff, 192, 168, 77, 1]
+seeds["fuzz_verbs_wire"] = [verbs_blob(0, 1, 8, 1, ROCE_GID) + verbs_close(6, 12, b"rank 3 died"),
+                            verbs_blob(1, 0, 64, 8, [0xfe, 0x80] + [0] * 14) + verbs_close(0, 0, b"")]
+
 # weft-sim's fabric files: the ones it ships.
 FABRICS = os.path.join(HERE, "..", "..", "tools", "sim", "fabrics")
 seeds["fuzz_fabric"] = [open(os.path.join(FABRICS, n), "rb").read()
