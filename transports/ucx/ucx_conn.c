@@ -137,13 +137,6 @@ weftResult_t weftUcxConnect(struct weftConn *c, const void *peerBlob, int *done)
 
 /* ---- Closing ---- */
 
-/* A cause that already carries a peer's cause is cut to its origin, so the note never nests. */
-static const char *originOf(const char *cause) {
-  if (cause == NULL) return NULL;
-  const char *at = cause, *next;
-  while ((next = strstr(at, WEFT_CAUSE_MARK)) != NULL) at = next + strlen(WEFT_CAUSE_MARK);
-  return at;
-}
 
 static void closeDone(void *request, ucs_status_t status, void *user) {
   (void)status;
@@ -191,7 +184,7 @@ weftResult_t weftUcxClose(struct weftConn *c) {
   int broken = atomic_load(&uc->failed) || uc->peerClosed;
   if (uc->ep != NULL && !broken)
     weftUcxSendCtrl(uc, UCX_CTRL_CLOSE, (uint32_t)c->closeReason,
-                    uc->dir == WEFT_DIR_SEND ? uc->posted : 0, originOf(c->closeCause));
+                    uc->dir == WEFT_DIR_SEND ? uc->posted : 0, c->closeCause /* cut to its origin by lib/connect.c */);
   cancelReceives(uc);
   closeEndpoint(uc, broken);
   pthread_mutex_lock(&s->lock);

@@ -297,13 +297,6 @@ weftResult_t weftVerbsConnect(struct weftConn *c, const void *peerBlob, int *don
 
 /* ---- Closing ---- */
 
-/* A cause that already carries a peer's cause is cut to its origin, so the note never nests. */
-static const char *originOf(const char *cause) {
-  if (cause == NULL) return NULL;
-  const char *at = cause, *next;
-  while ((next = strstr(at, WEFT_CAUSE_MARK)) != NULL) at = next + strlen(WEFT_CAUSE_MARK);
-  return at;
-}
 
 weftResult_t weftVerbsClose(struct weftConn *c) {
   struct verbsConn *vc = c->priv;
@@ -312,7 +305,7 @@ weftResult_t weftVerbsClose(struct weftConn *c) {
   struct verbsState *s = vc->s;
   if (vc->connected && !vc->failed && !vc->peerClosed)
     weftVerbsPostClose(vc, (uint32_t)c->closeReason, vc->dir == WEFT_DIR_SEND ? vc->posted : 0,
-                       originOf(c->closeCause));
+                       c->closeCause /* cut to its origin by lib/connect.c */);
   vc->lingerUntilMs = weftNowMs() + VERBS_LINGER_MS;
   vc->next = s->closing;
   s->closing = vc;
