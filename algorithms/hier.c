@@ -151,14 +151,6 @@ static weftResult_t hierRun(void *state, struct weftComm *comm, const struct wef
   }
 }
 
-/* A local step waits for the slowest rank of the host, which on a busy host is a scheduler
- * round trip behind the network progress threads. Measured on 4 emulated hosts x 2 (medians
- * of 3, docs/performance.md): hier's small-size AllReduce time is 1.7x the tree's 6 network
- * steps, i.e. ~10 steps for its 2(m-1) + 2(h-1) = 8: a local step costs about two network
- * steps (a round trip through the scheduler on each side). This puts the tree/hier crossover
- * at ~54 KiB, between the measured 32 KiB and 128 KiB. */
-#define HIER_LOCAL_STEP_WEIGHT 2.0
-
 double weftHierNetStep(const struct hierState *s, const struct weftComm *comm) {
   return s->netLatencyUs + 0.3 * (comm->oversubscribed ? 4 : 1);
 }

@@ -75,6 +75,14 @@ struct hierState {
   char *scratch; /* a window (ReduceScatter's results on their way down the host) */
 };
 
+/* A local step waits for the slowest rank of the host, which on a busy host is a scheduler
+ * round trip behind the network progress threads. Measured on 4 emulated hosts x 2 (medians
+ * of 3, docs/performance.md): hier's small-size AllReduce time is 1.7x the tree's 6 network
+ * steps, i.e. ~10 steps for its 2(m-1) + 2(h-1) = 8: a local step costs about two network
+ * steps (a round trip through the scheduler on each side). This puts the tree/hier crossover
+ * at ~54 KiB, between the measured 32 KiB and 128 KiB. */
+#define HIER_LOCAL_STEP_WEIGHT 2.0
+
 /* Prims over the given links of s, cut at s->pieceBytes; final steps divide by nranks. */
 void weftHierPrims(struct weftPrims *p, struct weftComm *comm, const struct hierState *s,
                    struct weftConn *const *sends, int nsend, struct weftConn *const *recvs,

@@ -7,6 +7,7 @@ extern const struct weftAlgoOps weftAlgoRing;
 extern const struct weftAlgoOps weftAlgoDirect;
 extern const struct weftAlgoOps weftAlgoTree;
 extern const struct weftAlgoOps weftAlgoHier;
+extern const struct weftAlgoOps weftAlgoHierNuma;
 extern const struct weftAlgoOps weftAlgoPairwise;
 
 const struct weftAlgoOps *const weftAlgos[] = {
@@ -14,6 +15,7 @@ const struct weftAlgoOps *const weftAlgos[] = {
   &weftAlgoDirect,
   &weftAlgoTree,
   &weftAlgoHier,
+  &weftAlgoHierNuma,
   &weftAlgoPairwise,
   NULL,
 };

@@ -44,7 +44,8 @@ weftResult_t weftLinkSummaryAgree(struct weftComm *comm, struct weftLinkSummary 
 
 /* One link a rank asks for; tag tells apart several links between the same two ranks. */
 #define WEFT_MAX_LINKS 16
-enum { WEFT_TAG_RING = 1, WEFT_TAG_LOCAL_RING, WEFT_TAG_INTER_RING, WEFT_TAG_TREE0, WEFT_TAG_TREE1 };
+enum { WEFT_TAG_RING = 1, WEFT_TAG_LOCAL_RING, WEFT_TAG_INTER_RING, WEFT_TAG_TREE0, WEFT_TAG_TREE1,
+       WEFT_TAG_NUMA_RING, WEFT_TAG_CROSS_RING, WEFT_TAG_NUMA_INTER_RING };
 struct weftLinkReq {
   int peer, dir, tag;
   struct weftConn *conn;

@@ -19,6 +19,7 @@
 
 #include "../algorithms/direct.h"
 #include "../algorithms/hier.h"
+#include "../algorithms/hier_numa.h"
 #include "../algorithms/ring.h"
 #include "../algorithms/tree.h"
 #include "core.h"
@@ -119,7 +120,8 @@ struct model {
   struct treeState tree;
   struct hierState hier;
   struct directState direct;
-  int hierOk;
+  struct numaState numa;
+  int hierOk, numaOk;
 };
 
 static double paramNumber(const char *text, double fallback) {
@@ -133,6 +135,25 @@ static void linkFigures(const struct job *j, double *lat, double *bw) {
   *bw = j->hosts > 1 ? paramNumber(weftParamTcpBwGbps(), 1.5) : shmBw;
 }
 
+/* hiernuma's rings, where the job's layout has its shape: inside a host shm's figures. */
+static void buildNumaModel(const struct job *j, struct model *m, double lat, double bw) {
+  char why[160];
+  if (weftNumaLayoutInit(&m->comm, &m->numa.L, why, sizeof why) != 0) return;
+  const struct numaLayout *L = &m->numa.L;
+  int *order = malloc(sizeof(int) * (size_t)j->n);
+  if (order == NULL) {
+    weftNumaLayoutFree(&m->numa.L);
+    return;
+  }
+  weftNumaCrossOrder(L, order);
+  m->numa.numa = (struct weftRing){.n = L->m, .latencyUs = 0.2, .bandwidthGBs = 6.0};
+  m->numa.cross = (struct weftRing){.n = L->g, .latencyUs = 0.2, .bandwidthGBs = 6.0,
+                                    .crossGBs = weftTopoRingCrossGBs(j->places, j->hostOf, order, j->n)};
+  m->numa.inter = (struct weftRing){.n = L->h, .latencyUs = lat, .bandwidthGBs = bw};
+  free(order);
+  m->numaOk = 1;
+}
+
 static int buildModel(const struct job *j, struct model *m) {
   memset(m, 0, sizeof *m);
   struct weftComm *c = &m->comm;
@@ -143,7 +164,10 @@ static int buildModel(const struct job *j, struct model *m) {
   c->cpuBound = c->oversubscribed;
   c->peers = calloc((size_t)j->n, sizeof *c->peers);
   if (c->peers == NULL) return -1;
-  for (int r = 0; r < j->n; r++) c->peers[r].hostHash = 1000 + (uint64_t)j->hostOf[r];
+  for (int r = 0; r < j->n; r++) {
+    c->peers[r].hostHash = 1000 + (uint64_t)j->hostOf[r];
+    c->peers[r].place = j->places[r];
+  }
   double lat, bw;
   linkFigures(j, &lat, &bw);
   c->ring = (struct weftRing){.n = j->n, .latencyUs = lat, .bandwidthGBs = bw,
@@ -170,6 +194,7 @@ static int buildModel(const struct job *j, struct model *m) {
     m->hier.pieceBytes = (size_t)weftParamShmSlotBytes();
     m->hier.slots = (size_t)weftParamRingChunkSlots();
   }
+  buildNumaModel(j, m, lat, bw);
   return 0;
 }
 
@@ -177,6 +202,7 @@ static void *stateOf(struct model *m, const char *name) {
   if (strcmp(name, "ring") == 0) return &m->comm.ring;
   if (strcmp(name, "tree") == 0) return &m->tree;
   if (strcmp(name, "hier") == 0) return m->hierOk ? &m->hier : NULL;
+  if (strcmp(name, "hiernuma") == 0) return m->numaOk ? &m->numa : NULL;
   if (strcmp(name, "direct") == 0) return m->comm.nHosts == 1 ? &m->direct : NULL;
   return NULL;
 }
@@ -222,6 +248,7 @@ static void printCosts(const struct job *j) {
   }
   printRingGain(&m);
   if (m.hierOk) weftHierLayoutFree(&m.hier.L);
+  if (m.numaOk) weftNumaLayoutFree(&m.numa.L);
   free(m.comm.peers);
 }
 

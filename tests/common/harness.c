@@ -216,6 +216,10 @@ int algoRunsOn(const char *algo, int hosts, int perHost, char *why, size_t len) 
     snprintf(why, len, "hier needs 2+ hosts (%d x %d)", hosts, perHost);
     return 0;
   }
+  if (strcmp(algo, "hiernuma") == 0 && getenv("WEFT_TEST_BIND_ROUND_ROBIN") == NULL) {
+    snprintf(why, len, "hiernuma needs every host's ranks bound to 2+ NUMA nodes, 2+ on each");
+    return 0;
+  }
   why[0] = '\0';
   return 1;
 }

@@ -13,6 +13,8 @@ lstopo on the build machine). Run from anywhere: python3 tests/data/make-topo-fi
   topo-laptop.xml          1 package, 1 NUMA node, 4 cores, a NIC wlan0 and a GPU
   topo-2s-2pu.xml          2 packages of one single-PU core each: PU 0 on package 0, PU 1 on 1,
                            so the 2 CPUs of a small test machine stand for two sockets
+  topo-1s2n-2pu.xml        1 package of 2 NUMA nodes, one single-PU core each: PU 0 on node 0,
+                           PU 1 on node 1 (the 2 CPUs stand for the NUMA nodes of one socket)
   topo-vm.xml              what a VM shows: one package of 2 cores, a NUMA node without memory
                            information, and a PCI tree without locality (the host bridge hangs
                            off the machine) holding one NIC eth0
@@ -153,3 +155,4 @@ write("topo-2s2n-2nic-gpu.xml", machine(Gen(), 2, 1, 4, 1, {
 write("topo-laptop.xml", machine(Gen(), 1, 1, 4, 2, {0: ([("nic", ["wlan0"]), gpu(0)], False)}))
 write("topo-vm.xml", machine(Gen(), 1, 1, 2, 1, {}, vm_bridge=[("nic", ["eth0"])], numa_memory=False))
 write("topo-2s-2pu.xml", machine(Gen(), 2, 1, 1, 1, {0: ([("nic", ["eth0"])], False), 1: ([("nic", ["eth1"])], False)}))
+write("topo-1s2n-2pu.xml", machine(Gen(), 1, 2, 1, 1, {}))

@@ -279,6 +279,11 @@ Test(settings, forced_hier_on_one_host_says_why, .timeout = 60) {
                   "it needs 2 or more hosts, and all 2 ranks share one host");
 }
 
+Test(settings, forced_hiernuma_on_one_numa_node_says_why, .timeout = 60) {
+  struct scenario *sc = runScenario(2, 0, "WEFT_ALGO", "hiernuma");
+  expectEveryRank(sc, 2, "WEFT_ALGO=hiernuma cannot run on this communicator", "NUMA node");
+}
+
 /* One rank per host: hier's schedules run along the ring of the leaders (every rank). */
 Test(settings, forced_hier_with_one_rank_per_host_runs, .timeout = 60) {
   struct scenario *sc = runScenario(2, 2, "WEFT_ALGO", "hier");
@@ -341,7 +346,8 @@ Test(settings, docs_env_md_is_the_generated_table, .timeout = 10) {
 /* WEFT_ALGO in NCCL_ALGO's syntax: what is refused, and what each accepted form lets run. */
 Test(settings, algo_syntax_refused, .timeout = 30) {
   static const char *const bad[] = {"allreduce:", "foo:ring", "ring;;tree", "ring,,tree", "^",
-                                    "ring,bogus", "^ring,direct,tree,hier", "allreduce:^ring,direct,tree,hier",
+                                    "ring,bogus", "^ring,direct,tree,hier,hiernuma",
+                                    "allreduce:^ring,direct,tree,hier,hiernuma",
                                     "^ring,direct,hier" /* leaves AllGather none */, "allgather:tree"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     setenv("WEFT_ALGO", bad[i], 1);
