@@ -18,8 +18,7 @@
  *          + 2(h-1)/h * bytes / network bandwidth (the m g rings of a host share its NIC).
  * Across hosts the steps are hier's (a step inside a host counts HIER_LOCAL_STEP_WEIGHT
  * network steps); on one host, the flat ring's (link latency + the step overhead). Only the
- * AllReduce: the other collectives move each byte once per level, where the NUMA level saves
- * nothing over hier's host level. */
+ * AllReduce so far (docs/algorithms.md): hier, the ring and the tree run the others. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

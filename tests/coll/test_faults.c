@@ -20,6 +20,8 @@
 #include "forked.h"
 #include "harness.h"
 #include "reduce.h"
+#include "caps.h"
+#include "topofix.h"
 
 #define nowMs forkedNowMs
 
@@ -123,6 +125,7 @@ static void rankProcess(struct shared *sh, weftUniqueId id, int rank, int nranks
     snprintf(host, sizeof host, "faulthost%d", rank / sh->perHost);
     setenv("WEFT_HOSTID", host, 1);
   }
+  bindRoundRobin(rank);
   weftComm_t comm;
   weftResult_t rc = weftCommInitRank(&comm, nranks, id, rank);
   if (rc != weftSuccess) {
@@ -270,6 +273,23 @@ Test(dead_peer, alltoall_ucx_2x2) { killOneIn(4, 2, NULL, "shm,ucx", MODE_LOOP_A
 Test(dead_peer, hier_2x2) { killOne(4, 2, "hier", NULL); }
 Test(dead_peer, ring_2x2) { killOne(4, 2, "ring", NULL); }
 Test(dead_peer, tree_2x2) { killOne(4, 2, "tree", NULL); }
+/* hiernuma on the 1-socket, 2-NUMA-node fixture, processes bound alternately to its nodes: one
+ * host of 2 x 2 (every ring over shm), two emulated hosts of 2 x 2 (tcp between them). */
+static void killOneOnNumaNodes(int nranks, int perHost) {
+  setenv("WEFT_TOPO_FILE", topoFixturePath("topo-1s2n-2pu.xml"), 1);
+  setenv("WEFT_TEST_BIND_ROUND_ROBIN", "2", 1);
+  killOne(nranks, perHost, "hiernuma", NULL);
+  unsetenv("WEFT_TOPO_FILE");
+  unsetenv("WEFT_TEST_BIND_ROUND_ROBIN");
+}
+Test(dead_peer, hiernuma_4) {
+  SKIP_UNLESS("cpu01");
+  killOneOnNumaNodes(4, 0);
+}
+Test(dead_peer, hiernuma_2x4) {
+  SKIP_UNLESS("cpu01");
+  killOneOnNumaNodes(8, 4);
+}
 /* Point-to-point links made on first use: a grouped Send/Recv ring and the pairwise AlltoAll,
  * over shm on one host and over shm and tcp on two emulated hosts. */
 Test(dead_peer, sendrecv_4) { killOneIn(4, 0, NULL, NULL, MODE_LOOP_SENDRECV); }

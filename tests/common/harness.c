@@ -131,9 +131,7 @@ static int readId(int fd, weftUniqueId *id) {
   return 0;
 }
 
-/* WEFT_TEST_BIND_ROUND_ROBIN=N (tests that inject a topology): process p binds itself to CPU
- * p % N before its ranks start, so a host's ranks sit on different packages of the model. */
-static void bindRoundRobin(int p) {
+void bindRoundRobin(int p) {
   const char *mod = getenv("WEFT_TEST_BIND_ROUND_ROBIN");
   int n = mod != NULL ? atoi(mod) : 0;
   if (n <= 0) return;

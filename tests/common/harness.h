@@ -26,6 +26,11 @@ long runRanksOnHostMap(int nranks, const int *hostOf, rankBody body, void *arg, 
 /* The same with one process per host and its ranks as threads of it. */
 long runThreadsOnHosts(int hosts, int threadsPerHost, rankBody body, void *arg, int timeoutSec);
 
+/* WEFT_TEST_BIND_ROUND_ROBIN=N (tests that inject a topology): process p binds itself to CPU
+ * p % N before its ranks start, so a host's ranks sit on different packages (or NUMA nodes)
+ * of the model. The runs above call it in each rank process; others may. Unset: nothing. */
+void bindRoundRobin(int p);
+
 /* While on, the runs above expect every rank's init to be refused (WEFT_ALGO forcing an
  * algorithm that cannot run on the communicator) and count anything else as a failure; the
  * body is not run. */
