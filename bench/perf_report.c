@@ -214,6 +214,19 @@ void perfPrintDevices(int nThreads, const perfWorld *w) {
   free(devs);
 }
 
+#define PERF_LINK_LINE 512
+
+void perfPrintLinks(perfTeam *t, int tid, void (*links)(void *ctx, char *line, size_t len), void *ctx) {
+  char line[PERF_LINK_LINE] = "";
+  links(ctx, line, sizeof(line));
+  char *all = perfTeamGatherText(t, tid, line, sizeof(line));
+  if (all == NULL) return;
+  printf("# Links: what each rank uses to reach the others (transport, to how many, over what)\n");
+  for (int r = 0; r < t->nRanks; r++) printf("#  Rank %2d %s\n", r, all + (size_t)r * PERF_LINK_LINE);
+  fflush(stdout);
+  free(all);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Table. nccl-tests' columns; -I adds i_min i_max i_p99 i_cv% after each placement's #wrong,
  * -A 1 (weft only) an "algo" column after them, -S a timestamp at the end. */

@@ -22,6 +22,8 @@ void perfIterStatsOf(const double *t, int n, perfIterStats *s);
 void perfReportOpen(const perfOpts *o, int argc, char **argv, const char *library);
 /* notes: NULL-terminated, a "# " line each after the library's. */
 void perfPrintHeader(const perfOpts *o, const char *library, const char *const *notes);
+/* "# Links": every rank's line from links(ctx, ...) (collective over the ranks), in rank order. */
+void perfPrintLinks(perfTeam *t, int tid, void (*links)(void *ctx, char *line, size_t len), void *ctx);
 void perfPrintDevices(int nThreads, const perfWorld *w);
 void perfPrintTableHeader(const perfOpts *o);
 /* A "#" line, on stdout only. */

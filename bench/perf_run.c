@@ -405,6 +405,7 @@ static void *perfRankMain(void *arg) {
   if (report) perfMemSample(r, &mem.before);
   r->ctx = b->rankInit ? b->rankInit(r->shared, r->rank, r->nRanks) : r->shared;
   if (report) perfMemSample(r, &mem.init);
+  if (b->links) perfPrintLinks(r->team, r->tid, b->links, r->ctx);
   if (r->printer) perfPrintTableHeader(r->opts);
   perfRunAll(r);
   if (report) perfMemSample(r, &mem.end);

@@ -39,6 +39,9 @@ typedef struct {
    * of every call; rankFini (NULL, or) undoes it. Ranks initialize concurrently. */
   void *(*rankInit)(void *shared, int rank, int nRanks);
   void (*rankFini)(void *ctx);
+  /* NULL, or (each rank, after rankInit) one line saying what this rank's links to the others
+   * run over, printed by world rank 0 under "# Links" before the table. */
+  void (*links)(void *ctx, char *line, size_t len);
   /* What -d all / -o all iterate over (NULL: everything). A pair named by both -d and -o always
    * runs, so that asking for an unsupported one fails with the collective's own message. */
   int (*supported)(int type, int op);

@@ -160,3 +160,24 @@ const double *perfTeamMaxVec(perfTeam *t, int tid, const double *v, int n, const
   if (rows) *rows = t->worldRank == 0 && tid == 0 ? t->rowsOut : NULL;
   return t->vecOut;
 }
+
+char *perfTeamGatherText(perfTeam *t, int tid, const char *line, size_t len) {
+  pthread_barrier_wait(&t->bar);
+  if (tid == 0 && !(t->text = calloc((size_t)t->nThreads, len))) perfFatal("out of memory");
+  pthread_barrier_wait(&t->bar);
+  snprintf(t->text + (size_t)tid * len, len, "%s", line);
+  pthread_barrier_wait(&t->bar);
+  char *all = NULL;
+  if (tid == 0) {
+    size_t mine = (size_t)t->nThreads * len;
+    if (t->worldRank == 0 && !(all = malloc(mine * (size_t)t->worldSize))) perfFatal("out of memory");
+    if (t->worldRank == 0) memcpy(all, t->text, mine);
+    if (t->useMpi)
+      MPI_Gather(t->worldRank == 0 ? MPI_IN_PLACE : t->text, (int)mine, MPI_BYTE, all, (int)mine,
+                 MPI_BYTE, 0, MPI_COMM_WORLD);
+    free(t->text);
+    t->text = NULL;
+  }
+  pthread_barrier_wait(&t->bar);
+  return all;
+}

@@ -39,6 +39,7 @@ typedef struct {
   double *vecs;  /* nThreads x maxVec */
   double *vecOut;  /* maxVec */
   double *rowsOut; /* worldSize x maxVec: each process's row, on world rank 0 */
+  char *text;      /* nThreads lines of perfTeamGatherText, during a call */
 } perfTeam;
 
 void perfTeamInit(perfTeam *t, int nThreads, const perfWorld *w, int useMpi, int maxVec);
@@ -54,5 +55,9 @@ double perfTeamReduce(perfTeam *t, int tid, double v, int mode);
  * every rank until the next call); *rows (world rank 0, else NULL) gets each process's maximum
  * over its threads, worldSize rows of n. */
 const double *perfTeamMaxVec(perfTeam *t, int tid, const double *v, int n, const double **rows);
+
+/* Every rank's line (len bytes each, NUL-terminated, truncated) in rank order: on world rank
+ * 0's thread 0 a buffer of nRanks * len bytes for the caller to free; NULL on the others. */
+char *perfTeamGatherText(perfTeam *t, int tid, const char *line, size_t len);
 
 #endif

@@ -75,3 +75,35 @@ const char *perfWeftAlgo(weftComm_t comm, weftColl_t coll, size_t count, int typ
   if (res != weftSuccess) perfFatal("weftCommGetCollAlgorithm: %s: %s", weftGetErrorString(res), weftGetLastError(comm));
   return name;
 }
+
+/* The transports this rank's peers are reached over, each with its peer count and what this
+ * rank uses for it (weftCommGetPeerTransport), in the order first met: "shm to 3; tcp to 4
+ * (eth0 10.0.0.1)". */
+#define PERF_LINK_KINDS 8
+void perfWeftLinks(void *ctx, char *line, size_t len) {
+  weftComm_t comm = ctx;
+  int n = 0, me = 0, kinds = 0;
+  const char *names[PERF_LINK_KINDS];
+  char devs[PERF_LINK_KINDS][256];
+  int peers[PERF_LINK_KINDS];
+  if (weftCommCount(comm, &n) != weftSuccess || weftCommUserRank(comm, &me) != weftSuccess)
+    perfFatal("weftCommCount: %s", weftGetLastError(comm));
+  for (int p = 0; p < n; p++) {
+    const char *t;
+    char dev[256];
+    if (p == me) continue;
+    weftResult_t res = weftCommGetPeerTransport(comm, p, &t, dev, sizeof(dev));
+    if (res != weftSuccess) perfFatal("weftCommGetPeerTransport: %s", weftGetLastError(comm));
+    int k = 0;
+    while (k < kinds && (strcmp(names[k], t) != 0 || strcmp(devs[k], dev) != 0)) k++;
+    if (k == kinds && kinds == PERF_LINK_KINDS) continue;
+    if (k == kinds) names[kinds] = t, snprintf(devs[kinds], sizeof(devs[0]), "%s", dev), peers[kinds++] = 0;
+    peers[k]++;
+  }
+  size_t at = 0;
+  line[0] = '\0';
+  if (kinds == 0) snprintf(line, len, "(no other rank)");
+  for (int k = 0; k < kinds && at < len; k++)
+    at += (size_t)snprintf(line + at, len - at, "%s%s to %d%s%s%s", k ? "; " : "", names[k], peers[k],
+                           devs[k][0] ? " (" : "", devs[k], devs[k][0] ? ")" : "");
+}

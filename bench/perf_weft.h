@@ -17,6 +17,9 @@ const char *perfWeftLibrary(void);
 void *perfWeftSetup(const perfWorld *w);
 void *perfWeftRankInit(void *shared, int rank, int nRanks);
 void perfWeftRankFini(void *ctx);
+/* The "# Links" line of a rank: each transport its peers are reached over, how many, and what
+ * this rank uses for it (weftCommGetPeerTransport). */
+void perfWeftLinks(void *ctx, char *line, size_t len);
 /* -m N: weftGroupStart / weftGroupEnd around an iteration's N collectives. */
 void perfWeftGroupStart(void *ctx);
 void perfWeftGroupEnd(void *ctx);
@@ -24,7 +27,7 @@ void perfWeftGroupEnd(void *ctx);
 /* perfBench fields of a weft benchmark that runs one communicator per rank. */
 #define PERF_WEFT_RANKS                                                                       \
   .library = perfWeftLibrary, .setup = perfWeftSetup, .rankInit = perfWeftRankInit,          \
-  .rankFini = perfWeftRankFini, .groupStart = perfWeftGroupStart, .groupEnd = perfWeftGroupEnd
+  .rankFini = perfWeftRankFini, .links = perfWeftLinks, .groupStart = perfWeftGroupStart, .groupEnd = perfWeftGroupEnd
 
 /* weft reduces avg for floating-point types only (weftInvalidArgument otherwise): -o all skips
  * it for the others. */

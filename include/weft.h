@@ -349,6 +349,17 @@ WEFT_API weftResult_t weftCommGetCollAlgorithm(const weftComm_t comm, weftColl_t
 WEFT_API weftResult_t weftCommGetAlgorithm(const weftComm_t comm, size_t count,
                                            weftDataType_t datatype, const char **name);
 
+/* weft extension (not in NCCL): how this rank reaches rank peer. *transport = the transport
+ * that links the two ("shm", "verbs", "ucx", "tcp"; "self" for this rank; "none" when none can),
+ * chosen as the collectives' links choose it (the first of the registry that can connect the
+ * pair, within WEFT_TRANSPORTS); and, when device is not NULL, into it (len bytes, truncated,
+ * NUL-terminated) what this rank uses for that peer: the interface and address, the RDMA
+ * device, port and GID, ...; "" when the transport says no more than its name. Not
+ * collective; connects nothing. The string *transport is static. weftInvalidArgument for a
+ * NULL transport, a peer outside the communicator, or len 0 with a device. */
+WEFT_API weftResult_t weftCommGetPeerTransport(const weftComm_t comm, int peer,
+                                               const char **transport, char *device, size_t len);
+
 /* weft extension: a rank the others waited for, as the straggler report found it
  * (WEFT_STRAGGLER_REPORT, docs/stragglers.md). In each collective the last rank to arrive is
  * the one that waited least; its lateness is the median of the other ranks' waits minus its
@@ -417,6 +428,7 @@ WEFT_API __typeof__(weftRedOpDestroy) pweftRedOpDestroy;
 WEFT_API __typeof__(weftCommGetAlgorithm) pweftCommGetAlgorithm;
 WEFT_API __typeof__(weftCommGetCollAlgorithm) pweftCommGetCollAlgorithm;
 WEFT_API __typeof__(weftCommGetStragglers) pweftCommGetStragglers;
+WEFT_API __typeof__(weftCommGetPeerTransport) pweftCommGetPeerTransport;
 WEFT_API __typeof__(weftGetErrorString) pweftGetErrorString;
 WEFT_API __typeof__(weftGetLastError) pweftGetLastError;
 #endif

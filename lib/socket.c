@@ -243,6 +243,28 @@ int weftSocketAddrOfInterface(const char *ifname, int family, union weftSockAddr
   return ifa != NULL ? 0 : -1;
 }
 
+/* Whether ifa carries addr's address (ports aside). */
+static int holdsAddress(const struct ifaddrs *ifa, const union weftSockAddr *addr) {
+  if (ifa->ifa_addr == NULL || ifa->ifa_addr->sa_family != addr->sa.sa_family) return 0;
+  if (addr->sa.sa_family == AF_INET)
+    return ((const struct sockaddr_in *)(const void *)ifa->ifa_addr)->sin_addr.s_addr ==
+           addr->sin.sin_addr.s_addr;
+  if (addr->sa.sa_family == AF_INET6)
+    return memcmp(&((const struct sockaddr_in6 *)(const void *)ifa->ifa_addr)->sin6_addr,
+                  &addr->sin6.sin6_addr, sizeof addr->sin6.sin6_addr) == 0;
+  return 0;
+}
+
+int weftSocketInterfaceOf(const union weftSockAddr *addr, char *ifname, size_t len) {
+  struct ifaddrs *list = NULL;
+  if (len == 0 || getifaddrs(&list) != 0) return -1;
+  int found = -1;
+  for (const struct ifaddrs *ifa = list; ifa != NULL && found != 0; ifa = ifa->ifa_next)
+    if (holdsAddress(ifa, addr)) found = 0, snprintf(ifname, len, "%s", ifa->ifa_name);
+  freeifaddrs(list);
+  return found;
+}
+
 static const char *familyName(int family) {
   return family == AF_INET ? "AF_INET" : family == AF_INET6 ? "AF_INET6" : "any family";
 }

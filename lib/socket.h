@@ -60,6 +60,8 @@ weftResult_t weftSocketPickInterface(int family, union weftSockAddr *addr, char 
                                      size_t ifnameLen);
 /* The local address to reach remote from: WEFT_SOCKET_IFNAME if set, else the interface whose
  * subnet holds remote, else as weftSocketPickInterface; always remote's family. */
+/* The name of the interface that holds addr's address, into ifname; 0 found, -1 not. */
+int weftSocketInterfaceOf(const union weftSockAddr *addr, char *ifname, size_t len);
 /* The address of family of interface ifname (exact name) when it is up; 0 found, -1 not. */
 int weftSocketAddrOfInterface(const char *ifname, int family, union weftSockAddr *addr);
 weftResult_t weftSocketPickInterfaceToward(const union weftSockAddr *remote,

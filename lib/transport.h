@@ -96,6 +96,10 @@ struct weftTransportOps {
   weftResult_t (*close)(struct weftConn *c);
   /* Frees what init created. */
   weftResult_t (*finalize)(void *state);
+  /* What this rank uses to reach peer over this transport, for people (the interface and
+   * address, the RDMA device and port, ...), into buf (len > 0 bytes, NUL-terminated). May be
+   * NULL (nothing more to say than the transport's name). Never blocks. */
+  void (*describe)(void *state, int peer, char *buf, size_t len);
 };
 
 /* What a peer prints before the cause a closing side handed it (closeCause); room for a cause

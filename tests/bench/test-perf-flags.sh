@@ -90,6 +90,15 @@ then ok "-T 0.000001: exit 4, 'Test timeout', JSON closed"
 else bad "-T 0.000001: exit $rc"; fi
 perf -b 8 -e 64 -f 8 -T 100
 [ "$rc" -eq 0 ] && [ "$(nrows)" -eq 2 ] && ok "-T 100: runs as without" || bad "-T 100: exit $rc"
+# "# Links": each rank's transport to the others and what it uses for it.
+perf -b 8 -e 8
+if [ "$rc" -eq 0 ] && has "^#  Rank  0 shm to 1$" && has "^#  Rank  1 shm to 1$"; then
+  ok "# Links: shm to 1 on both ranks"
+else bad "# Links on one host: exit $rc"; fi
+WEFT_TRANSPORTS=tcp perf -b 8 -e 8
+if [ "$rc" -eq 0 ] && has "^#  Rank  1 tcp to 1 ([^ ]* [0-9a-f.:]*)$"; then
+  ok "# Links with WEFT_TRANSPORTS=tcp: the interface and address"
+else bad "# Links with WEFT_TRANSPORTS=tcp: exit $rc"; fi
 # A rank that stops (SIGSTOP) leaves its peer hanging, in a collective or in the benchmark's own
 # barrier: the watchdog ends the job.
 if command -v mpirun >/dev/null; then

@@ -135,6 +135,31 @@ Test(verbs, every_collective_hosts_2x1) { everyCollective(2, 1, NULL); }
 Test(verbs, every_collective_procs_4) { everyCollective(1, 4, "verbs"); }
 Test(verbs, every_collective_hosts_2x2) { everyCollective(2, 2, NULL); }
 
+/* weftCommGetPeerTransport names verbs and the device, port and GID each rank uses for every
+ * peer (what allreduce_perf's "# Links" prints). */
+static long peerTransportBody(weftComm_t comm, int rank, int n, void *arg) {
+  (void)arg;
+  long bad = 0;
+  for (int p = 0; p < n; p++) {
+    const char *t = NULL;
+    char dev[256] = "";
+    if (weftCommGetPeerTransport(comm, p, &t, dev, sizeof dev) != weftSuccess) return 1;
+    if (p != rank && (strcmp(t, "verbs") != 0 || strstr(dev, " port ") == NULL ||
+                      strstr(dev, "GID index") == NULL)) {
+      fprintf(stderr, "rank %d: peer %d over %s (%s), expected verbs with its device\n", rank, p, t, dev);
+      bad++;
+    }
+  }
+  return bad;
+}
+
+Test(verbs, peer_transport_names_the_device) {
+  needVerbs();
+  setenv("WEFT_TRANSPORTS", "verbs", 1);
+  cr_expect_eq(runRanks(2, 1, peerTransportBody, NULL, 300), 0);
+  unsetenv("WEFT_TRANSPORTS");
+}
+
 /* Several QPs per link (slots round-robin over them, more slots than QPs and not a
  * multiple): the AllReduce matrix over the ring. */
 Test(verbs, qps_per_connection_3) {

@@ -146,6 +146,53 @@ Test(api, get_algorithm) {
   cr_assert_eq(weftCommDestroy(comm), weftSuccess);
 }
 
+/* weftCommGetPeerTransport on a communicator of one: itself, and bad arguments. */
+Test(api, peer_transport_arguments) {
+  weftComm_t comm = oneRankComm();
+  const char *t = NULL;
+  char dev[64] = "x";
+  cr_assert_eq(weftCommGetPeerTransport(comm, 0, &t, dev, sizeof dev), weftSuccess);
+  cr_assert_str_eq(t, "self");
+  cr_assert_str_eq(dev, "");
+  EXPECT_ERROR(weftCommGetPeerTransport(comm, 1, &t, dev, sizeof dev), weftInvalidArgument, comm,
+               "peer 1 is not a rank of this communicator (0..0)");
+  EXPECT_ERROR(weftCommGetPeerTransport(comm, -1, &t, NULL, 0), weftInvalidArgument, comm,
+               "peer -1");
+  EXPECT_ERROR(weftCommGetPeerTransport(comm, 0, NULL, dev, sizeof dev), weftInvalidArgument,
+               comm, "transport is NULL");
+  EXPECT_ERROR(weftCommGetPeerTransport(comm, 0, &t, dev, 0), weftInvalidArgument, comm,
+               "device has 0 bytes");
+  EXPECT_ERROR(weftCommGetPeerTransport(NULL, 0, &t, dev, sizeof dev), weftInvalidArgument, NULL,
+               "comm is NULL");
+  cr_assert_eq(weftCommDestroy(comm), weftSuccess);
+}
+
+/* What weftCommGetPeerTransport answers must be what the links use: arg is the transport
+ * every peer must be reached over (the ranks' WEFT_TRANSPORTS, or two emulated hosts), and a
+ * network transport must name an interface or device. */
+static long peerTransportBody(weftComm_t comm, int rank, int n, void *arg) {
+  const char *want = arg;
+  long bad = 0;
+  for (int p = 0; p < n; p++) {
+    const char *t = NULL;
+    char dev[256];
+    if (weftCommGetPeerTransport(comm, p, &t, dev, sizeof dev) != weftSuccess) return 1;
+    const char *expect = p == rank ? "self" : want;
+    if (strcmp(t, expect) != 0 || (strcmp(expect, "tcp") == 0 && strchr(dev, ' ') == NULL)) {
+      fprintf(stderr, "rank %d: peer %d over %s (%s), expected %s\n", rank, p, t, dev, expect);
+      bad++;
+    }
+  }
+  return bad;
+}
+
+Test(api, peer_transport_answers) {
+  cr_expect_eq(runRanks(1, 3, peerTransportBody, "shm", 30), 0, "3 threads: shm");
+  setenv("WEFT_TRANSPORTS", "tcp", 1);
+  cr_expect_eq(runRanks(2, 1, peerTransportBody, "tcp", 30), 0, "WEFT_TRANSPORTS=tcp");
+  unsetenv("WEFT_TRANSPORTS");
+}
+
 /* More bad settings in tests/unit/test_settings.c. */
 Test(api, unknown_algorithm) {
   weftUniqueId id;

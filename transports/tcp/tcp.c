@@ -457,6 +457,18 @@ static weftResult_t tcpClose(struct weftConn *c) {
   return weftSuccess;
 }
 
+/* The interface and address this rank's listener binds (every link of this rank uses it). */
+static void tcpDescribe(void *state, int peer, char *buf, size_t len) {
+  const struct tcpState *s = state;
+  char ifname[64] = "?", addr[WEFT_SOCK_NAME_MAX];
+  (void)peer;
+  if (weftSocketInterfaceOf(&s->bindAddr, ifname, sizeof ifname) != 0) snprintf(ifname, sizeof ifname, "?");
+  weftSockAddrName(&s->bindAddr, addr);
+  char *port = strrchr(addr, ':');
+  if (port != NULL && strcmp(port, ":0") == 0) *port = '\0'; /* bound before the port is known */
+  snprintf(buf, len, "%s %s", ifname, addr);
+}
+
 const struct weftTransportOps weftTransportTcp = {
     .size = sizeof(struct weftTransportOps),
     .name = "tcp",
@@ -473,4 +485,5 @@ const struct weftTransportOps weftTransportTcp = {
     .progress = NULL,
     .close = tcpClose,
     .finalize = tcpFinalize,
+    .describe = tcpDescribe,
 };

@@ -327,6 +327,14 @@ static weftResult_t ucxCanConnect(void *state, const struct weftPeerInfo *me,
   return weftSuccess;
 }
 
+/* UCX's version and the choices of its devices and transports it was given. */
+static void ucxDescribe(void *state, int peer, char *buf, size_t len) {
+  (void)state, (void)peer;
+  const char *tls = getenv("UCX_TLS"), *devs = getenv("UCX_NET_DEVICES");
+  snprintf(buf, len, "UCX %s, UCX_TLS=%s, UCX_NET_DEVICES=%s", ucp_get_version_string(),
+           tls != NULL ? tls : "(all)", devs != NULL ? devs : "(all)");
+}
+
 const struct weftTransportOps weftTransportUcx = {
     .size = sizeof(struct weftTransportOps),
     .name = "ucx",
@@ -343,4 +351,5 @@ const struct weftTransportOps weftTransportUcx = {
     .progress = NULL,
     .close = weftUcxClose,
     .finalize = ucxFinalize,
+    .describe = ucxDescribe,
 };

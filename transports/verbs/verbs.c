@@ -293,6 +293,22 @@ static weftResult_t verbsCanConnect(void *state, const struct weftPeerInfo *me,
   return weftSuccess;
 }
 
+/* The device, port and GID this rank's queue pairs use, and the port's speed. */
+static void verbsDescribe(void *state, int peer, char *buf, size_t len) {
+  const struct verbsState *s = state;
+  (void)peer;
+  const uint8_t *g = s->gid.raw;
+  char where[64] = "";
+  if (s->linkLayer == IBV_LINK_LAYER_ETHERNET && weftVerbsGidIpv4(g) != 0)
+    snprintf(where, sizeof where, "RoCE v2, %u.%u.%u.%u", g[12], g[13], g[14], g[15]);
+  else if (s->linkLayer == IBV_LINK_LAYER_ETHERNET)
+    snprintf(where, sizeof where, "RoCE");
+  else
+    snprintf(where, sizeof where, "InfiniBand, LID %u", (unsigned)s->portAttr.lid);
+  snprintf(buf, len, "%s port %d, GID index %d (%s), %d QP%s a link, %.1f GB/s", s->dev, s->port,
+           s->gidIndex, where, s->shape.nqps, s->shape.nqps == 1 ? "" : "s", s->caps.bandwidthGBs);
+}
+
 const struct weftTransportOps weftTransportVerbs = {
     .size = sizeof(struct weftTransportOps),
     .name = "verbs",
@@ -309,4 +325,5 @@ const struct weftTransportOps weftTransportVerbs = {
     .progress = NULL,
     .close = weftVerbsClose,
     .finalize = verbsFinalize,
+    .describe = verbsDescribe,
 };
