@@ -21,6 +21,7 @@
 #include "caps.h"
 #include "collcases.h"
 #include "core.h"
+#include "deadline.h"
 #include "harness.h"
 
 TestSuite(verbs, .timeout = 1800);
@@ -158,6 +159,61 @@ Test(verbs, peer_transport_names_the_device) {
   setenv("WEFT_TRANSPORTS", "verbs", 1);
   cr_expect_eq(runRanks(2, 1, peerTransportBody, NULL, 300), 0);
   unsetenv("WEFT_TRANSPORTS");
+}
+
+/* The network interface under RDMA device dev's port 1 (its GID 0's), into ndev. */
+static int netdevOf(const char *dev, char *ndev, size_t len) {
+  char path[256];
+  snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/gid_attrs/ndevs/0", dev);
+  FILE *f = fopen(path, "r");
+  int ok = f != NULL && fgets(ndev, (int)len, f) != NULL;
+  if (f != NULL) fclose(f);
+  if (ok) ndev[strcspn(ndev, "\n")] = '\0';
+  return ok && ndev[0] != '\0';
+}
+
+static void setLink(const char *ndev, const char *state) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "ip link set dev %s %s", ndev, state);
+  if (system(cmd) != 0) fprintf(stderr, "'%s' failed\n", cmd);
+}
+
+/* Rank 0 takes its device's network interface down in a loop of AllReduces over verbs: every
+ * rank must fail with weftRemoteError, rank 0 within 30 s saying its port went down (the
+ * device's IBV_EVENT_PORT_ERR); the interface comes back up after. */
+static long portDownBody(weftComm_t comm, int rank, int n, void *arg) {
+  (void)n, (void)arg;
+  const char *t = NULL;
+  char dev[256] = "", name[64] = "", ndev[64] = "";
+  if (weftCommGetPeerTransport(comm, 1 - rank, &t, dev, sizeof dev) != weftSuccess) return 1;
+  if (sscanf(dev, "%63s", name) != 1 || (rank == 0 && !netdevOf(name, ndev, sizeof ndev))) {
+    fprintf(stderr, "rank %d: no network interface under '%s'\n", rank, dev);
+    return 1;
+  }
+  float buf[256] = {0};
+  weftResult_t rc = weftSuccess;
+  int64_t start = weftNowMs(), downAt = 0;
+  for (int i = 0; rc == weftSuccess && weftNowMs() - start < 120000; i++) {
+    if (rank == 0 && i == 20) setLink(ndev, "down"), downAt = weftNowMs();
+    rc = weftAllReduce(buf, buf, 256, weftFloat32, weftSum, comm, NULL);
+  }
+  int64_t took = weftNowMs() - downAt;
+  if (rank == 0) setLink(ndev, "up");
+  const char *msg = weftGetLastError(comm);
+  int ok = rc == weftRemoteError && (rank != 0 || (strstr(msg, "went down") != NULL && took < 30000));
+  if (!ok || getenv("WEFT_TEST_VERBOSE"))
+    fprintf(stderr, "rank %d: rc %d%s%lld ms: %s\n", rank, rc, rank == 0 ? " after the down, " : ", ",
+            (long long)(rank == 0 ? took : weftNowMs() - start), msg);
+  return !ok;
+}
+
+Test(verbs, port_down_fails_every_link) {
+  needVerbs();
+  setenv("WEFT_TRANSPORTS", "verbs", 1);
+  setenv("WEFT_ALGO", "ring", 1); /* direct would share memory, not use the links */
+  cr_expect_eq(runRanks(2, 1, portDownBody, NULL, 300), 0);
+  unsetenv("WEFT_TRANSPORTS");
+  unsetenv("WEFT_ALGO");
 }
 
 /* Several QPs per link (slots round-robin over them, more slots than QPs and not a

@@ -250,6 +250,8 @@ static weftResult_t verbsInit(struct weftComm *comm, void **state) {
   }
   if (rc == weftSuccess && (s->pd = ibv_alloc_pd(s->ctx)) == NULL)
     rc = weftSetSysError(errno, "verbs: ibv_alloc_pd on %s", s->dev);
+  int err = rc == weftSuccess ? weftVerbsEventsInit(s) : 0;
+  if (err != 0) rc = weftSetSysError(err, "verbs: making %s's event descriptor non-blocking", s->dev);
   if (rc != weftSuccess) {
     verbsFinalize(s);
     return rc;

@@ -25,6 +25,8 @@
 /* An idle link writes 0 bytes to its peer this often, so a peer that vanished is noticed by
  * the retries running out rather than never. */
 #define VERBS_KEEPALIVE_MS 200
+/* How often links' polls read the device's asynchronous events (verbs_events.c). */
+#define VERBS_ASYNC_CHECK_MS 10
 /* A closed link keeps its QPs (for its last writes and CLOSE) at most this long. */
 #define VERBS_LINGER_MS 1000
 /* Inline data asked of each QP (the device may give less, or none). */
@@ -135,6 +137,10 @@ struct verbsState {
   int asked; /* WEFT_TRANSPORTS names verbs: link every pair of ranks */
   int timeout;
   struct verbsConn *closing;
+  /* A port that went down or a failed device (verbs_events.c): "" while none; then every
+   * link's poll fails the link with it. */
+  char deviceError[VERBS_ERROR_BYTES / 2];
+  int64_t eventsDueMs;
 };
 
 #pragma GCC visibility push(hidden)
@@ -171,6 +177,13 @@ int weftVerbsPostRecv(struct verbsConn *vc, int q, uint32_t idx);
 /* Takes every completion of the link's CQ (slot arrivals, sends done, control messages);
  * errors fail the link. */
 void weftVerbsPoll(struct verbsConn *vc);
+
+/* ---- verbs_events.c: the device's asynchronous events ---- */
+/* Makes the context's event descriptor non-blocking; 0 or an errno. */
+int weftVerbsEventsInit(struct verbsState *s);
+/* Reads the events that came (at most every VERBS_ASYNC_CHECK_MS), noting in
+ * s->deviceError a port of this state that went down or a fatal device error. */
+void weftVerbsWatchEvents(struct verbsState *s);
 /* Posts the CLOSE control message on QP 0; 0 or an errno. */
 int weftVerbsPostClose(struct verbsConn *vc, uint32_t reason, uint64_t value, const char *note);
 /* Marks the link failed (once) with the message and code the caller will return. */

@@ -159,6 +159,10 @@ static void takeCompletion(struct verbsConn *vc, const struct ibv_wc *wc) {
 void weftVerbsPoll(struct verbsConn *vc) {
   struct ibv_wc wc[16];
   int n;
+  weftVerbsWatchEvents(vc->s);
+  if (vc->s->deviceError[0] != '\0')
+    weftVerbsFail(vc, weftRemoteError, "verbs: the link %s " VERBS_PEER_FMT " cannot carry on: %s",
+                  toOrFrom(vc), VERBS_PEER_ARGS(vc), vc->s->deviceError);
   while ((n = ibv_poll_cq(vc->cq, 16, wc)) > 0)
     for (int i = 0; i < n; i++) takeCompletion(vc, &wc[i]);
   if (n < 0)
