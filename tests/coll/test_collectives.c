@@ -279,9 +279,10 @@ static long rootMismatchBody(weftComm_t comm, int rank, int n, void *arg) {
   return rc == weftSuccess;
 }
 
-/* Broadcast and Reduce with disagreeing roots, WEFT_ALGO=algo, links cold and warm, on 2, 3
- * and 4 processes, 2 and 3 threads, 2 emulated hosts of 1 and of 2. */
-static void rootMismatchShapes(const char *algo) {
+/* Broadcast and Reduce with disagreeing roots, WEFT_ALGO=algo, links cold and warm: on 2, 3
+ * and 4 processes, 2 and 3 threads (unless hostsOnly), and 2 emulated hosts of 1 and of 2, 3
+ * hosts of 1 and of 2. */
+static void rootMismatchShapes(const char *algo, int hostsOnly) {
   setenv("WEFT_ALGO", algo, 1);
   setenv("WEFT_TIMEOUT_MS", "20000", 1);
   static const struct rootMismatch cases[] = {
@@ -289,20 +290,21 @@ static void rootMismatchShapes(const char *algo) {
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     void *arg = (void *)&cases[k];
     const char *name = weftCollName(cases[k].coll), *links = cases[k].warm ? "warm" : "cold";
-    for (int procs = 2; procs <= 4; procs++)
+    for (int procs = 2; procs <= 4 && !hostsOnly; procs++)
       cr_expect_eq(runRanks(procs, 1, rootMismatchBody, arg, 60), 0, "%s (%s), %d processes",
                    name, links, procs);
-    for (int threads = 2; threads <= 3; threads++)
+    for (int threads = 2; threads <= 3 && !hostsOnly; threads++)
       cr_expect_eq(runRanks(1, threads, rootMismatchBody, arg, 60), 0, "%s (%s), %d threads",
                    name, links, threads);
-    cr_expect_eq(runRanksOnHosts(2, 1, rootMismatchBody, arg, 60), 0, "%s (%s), 2 hosts x 1",
-                 name, links);
-    cr_expect_eq(runRanksOnHosts(2, 2, rootMismatchBody, arg, 60), 0, "%s (%s), 2 hosts x 2",
-                 name, links);
+    for (int hosts = 2; hosts <= 3; hosts++)
+      for (int per = 1; per <= 2; per++)
+        cr_expect_eq(runRanksOnHosts(hosts, per, rootMismatchBody, arg, 60), 0,
+                     "%s (%s), %d hosts x %d", name, links, hosts, per);
   }
   unsetenv("WEFT_ALGO");
   unsetenv("WEFT_TIMEOUT_MS");
 }
 
-Test(collectives, ring_root_mismatch_fails) { rootMismatchShapes("ring"); }
-Test(collectives, tree_root_mismatch_fails) { rootMismatchShapes("tree"); }
+Test(collectives, ring_root_mismatch_fails) { rootMismatchShapes("ring", 0); }
+Test(collectives, tree_root_mismatch_fails) { rootMismatchShapes("tree", 0); }
+Test(collectives, hier_root_mismatch_fails) { rootMismatchShapes("hier", 1); }
