@@ -11,6 +11,8 @@
  *   previous leader's partial; the root's last step divides, for avg.
  * Hops in series: d + (h-1) + (m-1) at most, d the hops from the root to its leader (ring:
  * n - 1): the hosts' chains run side by side. Bytes per link: the buffer, as the ring's chain.
+ * Each call also passes a token to its ring successor, so that ranks that disagree on the
+ * root meet (below).
  * cost() = (network hops on the longest path) * network step + (its local hops) * local step
  *          + (bytes + (hops - 1) * piece) / network bandwidth (the pipeline fills, then
  *          streams at the network's speed). */
@@ -19,6 +21,7 @@
 #include "check.h"
 #include "hier.h"
 #include "reduce.h"
+#include "ring.h"
 
 /* Who this rank receives from and sends to in a rooted schedule. */
 struct chainLinks {
@@ -55,67 +58,6 @@ static struct chainLinks reduceLinks(struct hierState *s, int rank, int root) {
   return c;
 }
 
-/* ---- tokens: a rank that only sends in a schedule still meets the others' signatures ----
- * Broadcast's root and Reduce's chain starts receive nothing, so ranks that disagree on the
- * root could all finish without meeting another's signature (2 hosts of 1 rank: both think
- * they are the root and only send). Each such rank receives a token (lib/prims.h: a slot of
- * no data, its trailer checked) on the link it would receive on: from its local ring's previous
- * rank where its host holds several, else from the previous host's leader. That link carries
- * no data in the schedule (its receiver receives nothing), and the sender is the chain's end
- * or the leader before it, so the token is posted at the start and met at the end: no wait in
- * a run where every rank agrees. Where a rank disagrees, whatever arrives on that link (data,
- * or nothing, and then the peer's error or the timeout) fails the call. */
-
-typedef struct chainLinks (*linksOf)(struct hierState *s, int rank, int root);
-
-static int onlySends(struct hierState *s, linksOf links, int rank, int root) {
-  return links(s, rank, root).nrecv == 0;
-}
-
-/* The rank after `rank` in its host's ring, and the leader of the host after its own. */
-static int localNext(const struct hierLayout *L, int rank) {
-  int k = L->hostOf[rank], m = L->size[k];
-  return L->byHost[L->hostFirst[k] + (L->localIndex[rank] + 1) % m];
-}
-static int nextLeader(const struct hierLayout *L, int rank) {
-  return L->leader[(L->hostOf[rank] + 1) % L->h];
-}
-
-struct tokens {
-  struct weftConn *sends[2], *recv;
-  int nsend;
-};
-
-static struct tokens tokensOf(struct hierState *s, linksOf links, int rank, int root) {
-  const struct hierLayout *L = &s->L;
-  struct tokens t = {{NULL, NULL}, NULL, 0};
-  int k = L->hostOf[rank];
-  if (onlySends(s, links, rank, root)) t.recv = L->size[k] > 1 ? &s->local.recv : &s->inter.recv;
-  if (L->size[k] > 1 && onlySends(s, links, localNext(L, rank), root)) t.sends[t.nsend++] = &s->local.send;
-  int next = nextLeader(L, rank);
-  if (L->localIndex[rank] == 0 && L->size[L->hostOf[next]] == 1 && onlySends(s, links, next, root))
-    t.sends[t.nsend++] = &s->inter.send;
-  return t;
-}
-
-static weftResult_t sendTokens(struct hierState *s, struct weftComm *comm, const struct tokens *t,
-                               const struct weftCollArgs *a) {
-  for (int i = 0; i < t->nsend; i++) {
-    struct weftPrims p;
-    weftHierPrims(&p, comm, s, &t->sends[i], 1, NULL, 0, a);
-    WEFTCHECK(weftPrimsSendToken(&p));
-  }
-  return weftSuccess;
-}
-
-static weftResult_t recvToken(struct hierState *s, struct weftComm *comm, const struct tokens *t,
-                              const struct weftCollArgs *a) {
-  if (t->recv == NULL) return weftSuccess;
-  struct weftPrims p;
-  weftHierPrims(&p, comm, s, NULL, 0, &t->recv, 1, a);
-  return weftPrimsRecvToken(&p);
-}
-
 static weftResult_t broadcastSteps(struct hierState *s, struct weftComm *comm,
                                    const struct weftCollArgs *a) {
   struct chainLinks c = broadcastLinks(s, comm->rank, a->root);
@@ -139,20 +81,28 @@ static weftResult_t reduceSteps(struct hierState *s, struct weftComm *comm,
   return weftPrimsRecvReduceSend(&p, a->sendbuff, a->count);
 }
 
+/* ---- ranks that disagree on the root ----
+ * The chains are shaped by the root, so ranks that disagree on it can each meet only ranks of
+ * their own opinion: 2 hosts of 1 rank both take themselves for the root and only send, and
+ * where the one that disagrees ends a host's chain, the others finish that call and the next.
+ * So every call also passes a token to its successor on the communicator's ring
+ * (weftRingCallToken, algorithms/ring.h): wherever two ranks next to each other on that ring
+ * disagree, the later one fails with weftInvalidUsage naming both calls, and closing its
+ * links fails the ranks that wait on it with the same. Sent at the start, received at the
+ * end: no wait where the ranks agree. */
+
 weftResult_t weftHierBroadcast(struct hierState *s, struct weftComm *comm,
                                const struct weftCollArgs *a) {
-  struct tokens t = tokensOf(s, broadcastLinks, comm->rank, a->root);
-  WEFTCHECK(sendTokens(s, comm, &t, a));
+  WEFTCHECK(weftRingCallToken(comm, a, 1));
   WEFTCHECK(broadcastSteps(s, comm, a));
-  return recvToken(s, comm, &t, a);
+  return weftRingCallToken(comm, a, 0);
 }
 
 weftResult_t weftHierReduce(struct hierState *s, struct weftComm *comm,
                             const struct weftCollArgs *a) {
-  struct tokens t = tokensOf(s, reduceLinks, comm->rank, a->root);
-  WEFTCHECK(sendTokens(s, comm, &t, a));
+  WEFTCHECK(weftRingCallToken(comm, a, 1));
   WEFTCHECK(reduceSteps(s, comm, a));
-  return recvToken(s, comm, &t, a);
+  return weftRingCallToken(comm, a, 0);
 }
 
 /* ---- costs ---- */

@@ -103,6 +103,13 @@ size_t weftRingMaxChunk(const struct weftPrims *p) {
   return (size_t)slots * p->pieceCount;
 }
 
+weftResult_t weftRingCallToken(struct weftComm *comm, const struct weftCollArgs *a, int send) {
+  struct weftPrims p;
+  weftPrimsInit(&p, comm, send ? &comm->ring.send : NULL, send ? NULL : &comm->ring.recv, a->type,
+                a->op);
+  return send ? weftPrimsSendToken(&p) : weftPrimsRecvToken(&p);
+}
+
 /* The loop covering [offset, count) with at most maxChunk elements per chunk. */
 static struct ringLoop loopAt(size_t count, size_t offset, size_t maxChunk, int n) {
   size_t left = count - offset, loopCount = (size_t)n * maxChunk;

@@ -36,6 +36,13 @@ weftResult_t weftRingReduceScatterParts(struct weftPrims *p, struct weftRing *ri
                                         const void *send, void *recv,
                                         const struct weftRingParts *parts, size_t maxChunk,
                                         int final);
+/* A token (lib/prims.h: a slot of no data, its trailer checked) from this rank to its
+ * successor on the communicator's ring (comm->ring, up from init and the same whatever the
+ * call), sent (send) or received (!send). For schedules whose links depend on the call (the
+ * tree's and hier's Broadcast and Reduce, shaped by the root): sent at the start and received
+ * at the end, it makes every two ranks next to each other on the ring meet each other's
+ * signature, wherever the schedule's data go, for a slot each and no wait where they agree. */
+weftResult_t weftRingCallToken(struct weftComm *comm, const struct weftCollArgs *a, int send);
 /* The bandwidth (GB/s) of the ring's slowest link: the links' own figure, or less where it
  * crosses between packages (ring->crossGBs). */
 double weftRingBandwidth(const struct weftRing *ring);

@@ -17,7 +17,8 @@
  * (lib/p2p.h), made on first use pairwise as a Send's are (only the two ranks take part: no
  * collective step after init) and shared with Send/Recv and AlltoAll: a rank links to at most
  * 6 peers per root, in the direction the collective needs. Every piece is cut to the tree's
- * agreed piece size (tree.c), which both ends of every link use.
+ * agreed piece size (tree.c), which both ends of every link use. Each call also passes a token
+ * to its ring successor, so that ranks that disagree on the root meet (below).
  * Steps: hops = 1 + floor(log2(n - 1)) (the ring's chain: n - 1). Bytes per rank: at most B in
  * and B out (the root sends B/2 to each top member; an interior rank passes B/2 to each of
  * two children; every other rank receives B/2 in each tree).
@@ -34,6 +35,7 @@
 #include "p2p.h"
 #include "prims.h"
 #include "reduce.h"
+#include "ring.h"
 #include "tree.h"
 
 /* Rank rank's place in tree t rooted at root, as ranks. */
@@ -52,10 +54,12 @@ static void rootedNode(int rank, int root, int t, int n, struct weftTreeNode *no
 
 /* One call on this rank: its place in both trees and their links (toward the children and
  * from the parent when the data goes down, the other way when it goes up). */
+#define ROOTED_MAX_LINKS (2 * (1 + TREE_MAX_CHILDREN))
 struct rootedPlan {
   const struct treeState *s;
   const struct weftCollArgs *a;
   struct weftTreeNode node[2];
+  int peers[ROOTED_MAX_LINKS], isSend[ROOTED_MAX_LINKS], nlinks; /* parent, children, per tree */
   struct weftConn *parent[2];
   struct weftConn *child[2][TREE_MAX_CHILDREN];
 };
@@ -71,21 +75,27 @@ static weftResult_t checkPiece(const struct treeState *s, struct weftComm *comm,
                       c->slotBytes, s->rootedPieceBytes);
 }
 
-static weftResult_t planOf(const struct treeState *s, struct weftComm *comm,
-                           const struct weftCollArgs *a, int down, struct rootedPlan *plan) {
-  int peers[2 * (1 + TREE_MAX_CHILDREN)], isSend[2 * (1 + TREE_MAX_CHILDREN)], k = 0;
-  struct weftConn *conns[2 * (1 + TREE_MAX_CHILDREN)];
+static void planPeers(const struct treeState *s, const struct weftComm *comm,
+                      const struct weftCollArgs *a, int down, struct rootedPlan *plan) {
+  int k = 0;
   plan->s = s;
   plan->a = a;
   for (int t = 0; t < 2; t++) {
     const struct weftTreeNode *node = &plan->node[t];
     rootedNode(comm->rank, a->root, t, comm->nranks, &plan->node[t]);
-    if (node->parent >= 0) peers[k] = node->parent, isSend[k++] = !down;
-    for (int i = 0; i < node->nchildren; i++) peers[k] = node->children[i], isSend[k++] = down;
+    if (node->parent >= 0) plan->peers[k] = node->parent, plan->isSend[k++] = !down;
+    for (int i = 0; i < node->nchildren; i++)
+      plan->peers[k] = node->children[i], plan->isSend[k++] = down;
   }
-  WEFTCHECK(weftP2pLinks(comm, peers, isSend, k, conns));
-  for (int i = 0; i < k; i++) WEFTCHECK(checkPiece(s, comm, conns[i]));
-  k = 0;
+  plan->nlinks = k;
+}
+
+/* Makes the links planPeers named that are not up yet. */
+static weftResult_t planLinks(struct weftComm *comm, struct rootedPlan *plan) {
+  struct weftConn *conns[ROOTED_MAX_LINKS];
+  WEFTCHECK(weftP2pLinks(comm, plan->peers, plan->isSend, plan->nlinks, conns));
+  for (int i = 0; i < plan->nlinks; i++) WEFTCHECK(checkPiece(plan->s, comm, conns[i]));
+  int k = 0;
   for (int t = 0; t < 2; t++) {
     if (plan->node[t].parent >= 0) plan->parent[t] = conns[k++];
     for (int i = 0; i < plan->node[t].nchildren; i++) plan->child[t][i] = conns[k++];
@@ -145,13 +155,36 @@ static weftResult_t reduceStep(struct weftComm *comm, const struct rootedPlan *p
   return weftPrimsRecvReduceSend(&p, src, n);
 }
 
+/* ---- ranks that disagree on the root ----
+ * Each root's trees join other pairs of ranks, so ranks that disagree on the root read and
+ * write different links: a rank can wait on a link nobody writes, ask for a link its peer never
+ * makes (the pairwise exchange waits for the peer's half), or, where it only sends (Broadcast's
+ * root, Reduce's leaves), finish without meeting anybody's signature. So every call also
+ * passes a token to the ring successor (weftRingCallToken, algorithms/ring.h), on links that
+ * are the same whatever the root: wherever two ranks next to each other on the ring disagree,
+ * the later one fails with weftInvalidUsage naming both calls, and closing its links fails
+ * the ranks that wait on it with the same. Sent at the start, received at the end: no wait
+ * where the ranks agree. When one of the call's links is not up yet it is received before
+ * the links are made instead, so that a disagreement fails before any rank waits in the
+ * exchange for a peer that will never ask for its link (a root's first calls only: links
+ * stay up). */
+static weftResult_t runRooted(struct treeState *s, struct weftComm *comm,
+                              const struct weftCollArgs *a, int down, rootedStep step) {
+  struct rootedPlan plan;
+  planPeers(s, comm, a, down, &plan);
+  WEFTCHECK(weftRingCallToken(comm, a, 1));
+  int early = !weftP2pLinksUp(comm, plan.peers, plan.isSend, plan.nlinks);
+  if (early) WEFTCHECK(weftRingCallToken(comm, a, 0));
+  WEFTCHECK(planLinks(comm, &plan));
+  WEFTCHECK(eachChunk(comm, &plan, step));
+  return early ? weftSuccess : weftRingCallToken(comm, a, 0);
+}
+
 weftResult_t weftTreeBroadcast(struct treeState *s, struct weftComm *comm,
                                const struct weftCollArgs *a) {
   if (comm->rank == a->root && a->recvbuff != a->sendbuff) memcpy(a->recvbuff, a->sendbuff, a->bytes);
   if (comm->nranks == 1) return weftSuccess;
-  struct rootedPlan plan;
-  WEFTCHECK(planOf(s, comm, a, 1, &plan));
-  return eachChunk(comm, &plan, broadcastStep);
+  return runRooted(s, comm, a, 1, broadcastStep);
 }
 
 weftResult_t weftTreeReduce(struct treeState *s, struct weftComm *comm, const struct weftCollArgs *a) {
@@ -159,9 +192,7 @@ weftResult_t weftTreeReduce(struct treeState *s, struct weftComm *comm, const st
     weftReduceFinalCopy(a->recvbuff, a->sendbuff, a->count, a->type, a->op, 1);
     return weftSuccess;
   }
-  struct rootedPlan plan;
-  WEFTCHECK(planOf(s, comm, a, 0, &plan));
-  return eachChunk(comm, &plan, reduceStep);
+  return runRooted(s, comm, a, 0, reduceStep);
 }
 
 double weftTreeRootedCost(const struct treeState *s, const struct weftComm *comm,

@@ -56,6 +56,8 @@ weftResult_t weftP2pCheck(struct weftComm *comm, struct weftP2pOp *ops, int n);
  * them, and every slot carries the link's slot number (conn->slotSeq), which all of them keep. */
 weftResult_t weftP2pLinks(struct weftComm *comm, const int *peers, const int *isSend, int n,
                           struct weftConn **conns);
+/* Whether every one of those links is up already (weftP2pLinks would make none). */
+int weftP2pLinksUp(const struct weftComm *comm, const int *peers, const int *isSend, int n);
 
 /* Closes and frees every p2p link of comm (destroy, or a failure that closes links). */
 void weftP2pClose(struct weftComm *comm);

@@ -149,12 +149,17 @@ weftResult_t weftP2pConnect(struct weftComm *comm, const struct weftP2pOp *ops, 
   return rc;
 }
 
+int weftP2pLinksUp(const struct weftComm *comm, const int *peers, const int *isSend, int n) {
+  const struct weftP2pLinks *l = comm->p2p;
+  for (int i = 0; i < n; i++)
+    if (l == NULL || !(isSend[i] ? &l->send[peers[i]] : &l->recv[peers[i]])->up) return 0;
+  return 1;
+}
+
 weftResult_t weftP2pLinks(struct weftComm *comm, const int *peers, const int *isSend, int n,
                           struct weftConn **conns) {
   WEFTCHECK(linksAlloc(comm));
-  int missing = 0;
-  for (int i = 0; i < n; i++) missing |= !linkOf(comm, isSend[i], peers[i])->up;
-  if (missing) { /* the connection needs transfers to ask for: one element each */
+  if (!weftP2pLinksUp(comm, peers, isSend, n)) { /* connecting needs transfers: one element each */
     struct weftP2pOp *ops = calloc((size_t)n, sizeof *ops);
     if (ops == NULL) return weftSetError(weftSystemError, "out of memory");
     for (int i = 0; i < n; i++) ops[i] = (struct weftP2pOp){.isSend = isSend[i], .peer = peers[i], .count = 1};

@@ -101,8 +101,9 @@ weftResult_t weftPrimsRecvReduceCopy(struct weftPrims *p, const void *src, void 
 /* dst = recv; send = recv (dst may be NULL) */
 weftResult_t weftPrimsRecvCopySend(struct weftPrims *p, void *dst, size_t count);
 /* A slot with no data, only the trailer: the receiver checks the sender's signature. A chain's
- * ends use it where data flows one way only (a ring Broadcast's root only sends), so ranks
- * that disagree on the call (its root) meet a signature that is not theirs. */
+ * ends use it where data flows one way only (a ring Broadcast's root only sends), and the
+ * schedules shaped by the root pass one along the ring (weftRingCallToken, algorithms/ring.h),
+ * so ranks that disagree on the call (its root) meet a signature that is not theirs. */
 weftResult_t weftPrimsSendToken(struct weftPrims *p);
 weftResult_t weftPrimsRecvToken(struct weftPrims *p);
 

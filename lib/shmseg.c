@@ -83,6 +83,10 @@ weftResult_t weftShmCreate(size_t bytes, char name[WEFT_SHM_NAME_BYTES], void **
 
 weftResult_t weftShmOpen(const char *name, size_t bytes, void **ptr) {
   int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == ENOENT)
+    return weftSetError(weftRemoteError,
+                        "shm_open(%s) of a peer's segment: gone (the peer closed its end "
+                        "after a failure of its own, or died)", name);
   if (fd < 0) return weftSetSysError(errno, "shm_open(%s) of a peer's segment", name);
   struct stat st;
   if (fstat(fd, &st) != 0 || (size_t)st.st_size < bytes) {

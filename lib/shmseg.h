@@ -17,6 +17,9 @@ weftResult_t weftShmCreate(size_t bytes, char name[WEFT_SHM_NAME_BYTES], void **
 typedef void (*weftShmPlaceFn)(void *addr, size_t bytes, void *arg);
 weftResult_t weftShmCreatePlaced(size_t bytes, char name[WEFT_SHM_NAME_BYTES], void **ptr,
                                  weftShmPlaceFn place, void *arg);
+/* Maps a peer's segment. A name that no longer exists is weftRemoteError, not a system error:
+ * before this rank attached, its creator closed its end (after a failure of its own) or died
+ * and a sweep removed it. */
 weftResult_t weftShmOpen(const char *name, size_t bytes, void **ptr);
 /* Removes the name (ENOENT is not an error: another user may have removed it). */
 void weftShmUnlink(const char *name);

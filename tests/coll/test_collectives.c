@@ -235,38 +235,76 @@ Test(collectives, mismatched_kinds_fail_on_every_rank) {
   unsetenv("WEFT_TIMEOUT_MS");
 }
 
-/* Ranks that disagree on a Broadcast's or a Reduce's root, on the ring, where data flows one
- * way: the chain's ends swap a token (lib/prims.h), so the ranks that meet another root's
+/* Ranks that disagree on a Broadcast's or a Reduce's root (the last rank says 1, the others 0)
+ * on an algorithm where data flows one way (ring, tree): the ranks that meet another root's
  * signature fail in that call (with 2 ranks, both) with weftInvalidUsage naming both calls;
  * with more ranks, a rank that saw only its own root's data fails at its next collective at
- * the latest, never hangs. arg: the collective. */
-static long ringRootMismatchBody(weftComm_t comm, int rank, int n, void *arg) {
-  weftColl_t coll = *(const weftColl_t *)arg;
+ * the latest, never hangs (the harness's limit). With `warm`, every rank first makes the
+ * call with root 0 and with root 1, agreeing, so that the links of both roots are up (the
+ * tree makes a root's links on its first call). */
+struct rootMismatch {
+  weftColl_t coll;
+  int warm;
+};
+
+static long warmRoots(weftComm_t comm, int rank, weftColl_t coll, const float *send, float *recv) {
+  for (int root = 0; root < 2; root++) {
+    weftResult_t rc = coll == weftCollBroadcast
+                          ? weftBroadcast(send, recv, 64, weftFloat32, root, comm, NULL)
+                          : weftReduce(send, recv, 64, weftFloat32, weftSum, root, comm, NULL);
+    if (rc != weftSuccess) {
+      fprintf(stderr, "rank %d: %s with root %d (all agreeing): %s\n", rank, weftCollName(coll),
+              root, weftGetLastError(comm));
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static long rootMismatchBody(weftComm_t comm, int rank, int n, void *arg) {
+  const struct rootMismatch *m = arg;
   float send[64], recv[64];
   for (int i = 0; i < 64; i++) send[i] = (float)rank;
+  if (m->warm && warmRoots(comm, rank, m->coll, send, recv) != 0) return 1;
   int root, named;
-  weftResult_t rc = rootDisagreeingCall(comm, rank, n, coll, send, recv, &root, &named);
-  if (n == 2 && !named) {
-    fprintf(stderr, "rank %d: %s with root %d: rc %d: %s\n", rank, weftCollName(coll), root, rc,
-            weftGetLastError(comm));
+  weftResult_t rc = rootDisagreeingCall(comm, rank, n, m->coll, send, recv, &root, &named);
+  if ((n == 2 && !named) || (rc != weftSuccess && !named && rc != weftRemoteError)) {
+    fprintf(stderr, "rank %d: %s with root %d: rc %d: %s\n", rank, weftCollName(m->coll), root,
+            rc, weftGetLastError(comm));
     return 1;
   }
-  if (rc != weftSuccess) return !named && rc != weftRemoteError;
+  if (rc != weftSuccess) return 0;
   rc = weftBroadcast(send, recv, 64, weftFloat32, 0, comm, NULL); /* the next call fails */
   if (rc == weftSuccess) fprintf(stderr, "rank %d: the call after the mismatch succeeded\n", rank);
   return rc == weftSuccess;
 }
 
-Test(collectives, ring_root_mismatch_fails) {
-  setenv("WEFT_ALGO", "ring", 1);
+/* Broadcast and Reduce with disagreeing roots, WEFT_ALGO=algo, links cold and warm: on 2, 3
+ * and 4 processes, 2 and 3 threads (unless hostsOnly), and 2 emulated hosts of 1 and of 2, 3
+ * hosts of 1 and of 2. */
+static void rootMismatchShapes(const char *algo, int hostsOnly) {
+  setenv("WEFT_ALGO", algo, 1);
   setenv("WEFT_TIMEOUT_MS", "20000", 1);
-  static const weftColl_t rooted[] = {weftCollBroadcast, weftCollReduce};
-  for (int k = 0; k < 2; k++) {
-    cr_expect_eq(runRanks(2, 1, ringRootMismatchBody, (void *)&rooted[k], 60), 0, "2 processes");
-    cr_expect_eq(runRanks(1, 2, ringRootMismatchBody, (void *)&rooted[k], 60), 0, "2 threads");
-    cr_expect_eq(runRanks(3, 1, ringRootMismatchBody, (void *)&rooted[k], 60), 0, "3 processes");
-    cr_expect_eq(runRanksOnHosts(2, 1, ringRootMismatchBody, (void *)&rooted[k], 60), 0, "2 hosts");
+  static const struct rootMismatch cases[] = {
+      {weftCollBroadcast, 0}, {weftCollReduce, 0}, {weftCollBroadcast, 1}, {weftCollReduce, 1}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    void *arg = (void *)&cases[k];
+    const char *name = weftCollName(cases[k].coll), *links = cases[k].warm ? "warm" : "cold";
+    for (int procs = 2; procs <= 4 && !hostsOnly; procs++)
+      cr_expect_eq(runRanks(procs, 1, rootMismatchBody, arg, 60), 0, "%s (%s), %d processes",
+                   name, links, procs);
+    for (int threads = 2; threads <= 3 && !hostsOnly; threads++)
+      cr_expect_eq(runRanks(1, threads, rootMismatchBody, arg, 60), 0, "%s (%s), %d threads",
+                   name, links, threads);
+    for (int hosts = 2; hosts <= 3; hosts++)
+      for (int per = 1; per <= 2; per++)
+        cr_expect_eq(runRanksOnHosts(hosts, per, rootMismatchBody, arg, 60), 0,
+                     "%s (%s), %d hosts x %d", name, links, hosts, per);
   }
   unsetenv("WEFT_ALGO");
   unsetenv("WEFT_TIMEOUT_MS");
 }
+
+Test(collectives, ring_root_mismatch_fails) { rootMismatchShapes("ring", 0); }
+Test(collectives, tree_root_mismatch_fails) { rootMismatchShapes("tree", 0); }
+Test(collectives, hier_root_mismatch_fails) { rootMismatchShapes("hier", 1); }

@@ -446,7 +446,9 @@ Test(hier_faults, dead_peer_scattered_2_2_1) { killDuringHier(&scattered); }
  * (wrong data, another error). The run must total at most
  * n - 1 (some rank named the mismatch, none had a wrong result) and, with 2 ranks, 0: both
  * ranks only send in the schedule (the root, or Reduce's chain start) and meet the other's
- * signature only in the token the chain's end sends them. Nobody hangs (the harness's limit). */
+ * signature only in the token each call passes along the ring (algorithms/hier_rooted.c).
+ * Nobody hangs (the harness's limit). The ring's rule (the next call fails on the ranks that
+ * finished) is test_collectives.c's hier_root_mismatch_fails. */
 static long rootMismatchNamedBody(weftComm_t comm, int rank, int n, void *arg) {
   weftColl_t coll = *(const weftColl_t *)arg;
   float send[64], recv[64];
