@@ -191,12 +191,20 @@ static weftResult_t shmConnected(struct weftConn *c) {
 }
 
 
+/* Receiver: whether the sender has posted slots this side has not taken. */
+static int slotsWaiting(const struct shmConn *sc) {
+  return atomic_load_explicit(&sc->fifo->head, memory_order_acquire) != sc->mine;
+}
+
 /* Called when the FIFO is empty (receiver) or full (sender): an error if the peer closed its
  * side or its process died. */
 static weftResult_t shmCheckPeer(struct weftConn *c) {
   struct shmConn *sc = c->priv;
   int other = c->dir == WEFT_DIR_SEND ? WEFT_DIR_RECV : WEFT_DIR_SEND;
   int32_t closed = atomic_load_explicit(&sc->fifo->closed[other], memory_order_acquire);
+  /* A sender posts its last slots, then closes (release): between the receiver's look at head
+   * and this look at closed it may have done both, and those slots are still to be read. */
+  if (closed && c->dir == WEFT_DIR_RECV && slotsWaiting(sc)) return weftSuccess;
   if (closed > 1) { /* after a failure of its own, which it wrote down */
     char cause[SHM_CAUSE_BYTES];
     memcpy(cause, sc->fifo->cause[other], sizeof cause);
@@ -213,7 +221,8 @@ static weftResult_t shmCheckPeer(struct weftConn *c) {
   if (now - sc->lastLivenessMs < SHM_LIVENESS_MS) return weftSuccess;
   sc->lastLivenessMs = now;
   int pid = atomic_load_explicit(&sc->fifo->pid[other], memory_order_relaxed);
-  if (pid > 0 && pid != getpid() && weftProcessGone(pid))
+  if (pid > 0 && pid != getpid() && weftProcessGone(pid) &&
+      !(c->dir == WEFT_DIR_RECV && slotsWaiting(sc))) /* what it posted before it died */
     return weftSetError(weftRemoteError, "shm: rank %d (pid %d) exited", c->peer, pid);
   return weftSuccess;
 }
