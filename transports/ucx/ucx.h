@@ -14,6 +14,10 @@
 #define UCX_MAX_SLOTS 64
 #define UCX_KEY_BYTES 16 /* crypto_shorthash_KEYBYTES: SipHash-2-4's key */
 #define UCX_ERROR_BYTES 640
+/* How long a receiver whose endpoint failed keeps taking what the sender had sent: the
+ * sender's data and CLOSE come over its own endpoint, and may be behind the failure of ours
+ * (the one our credits go back on) when the sender finished and destroyed its worker. */
+#define UCX_EP_GRACE_MS 500
 #define UCX_NOTE_BYTES 400
 
 /* Wire constants; integers are big-endian. */
@@ -96,6 +100,10 @@ struct ucxConn {
   uint64_t peerPosted;
   char peerNote[UCX_NOTE_BYTES + 1];
   _Atomic int failed; /* set once, after error and failRc are written */
+  /* Receiver: when UCX reported its endpoint failed (0: it has not), and with what; the link
+   * fails UCX_EP_GRACE_MS later unless the sender's CLOSE has come to say more. */
+  _Atomic int64_t epFailedMs;
+  ucs_status_t epStatus;
   char error[UCX_ERROR_BYTES];
   int failRc;
   void *closeReq;      /* ucp_ep_close_nbx's request, freed once `closing` clears */

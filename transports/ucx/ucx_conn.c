@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "core.h"
+#include "deadline.h"
 #include "log.h"
 #include "ucx.h"
 
@@ -83,6 +84,12 @@ weftResult_t weftUcxSetup(void *state, int peer, int dir, struct weftConn *c, vo
 static void endpointFailed(void *arg, ucp_ep_h ep, ucs_status_t status) {
   (void)ep;
   struct ucxConn *uc = arg;
+  if (uc->dir == WEFT_DIR_RECV) { /* what the sender sent may still come (ucx.h) */
+    uc->epStatus = status;
+    int64_t now = weftNowMs();
+    atomic_store_explicit(&uc->epFailedMs, now > 0 ? now : 1, memory_order_release);
+    return;
+  }
   weftUcxFail(uc, weftRemoteError,
               "ucx: the link %s " UCX_PEER_FMT " failed: %s (the peer died, or its network went "
               "away)", uc->dir == WEFT_DIR_SEND ? "to" : "from", UCX_PEER_ARGS(uc),
@@ -181,7 +188,7 @@ weftResult_t weftUcxClose(struct weftConn *c) {
   if (uc == NULL) return weftSuccess;
   c->priv = NULL;
   struct ucxState *s = uc->s;
-  int broken = atomic_load(&uc->failed) || uc->peerClosed;
+  int broken = atomic_load(&uc->failed) || uc->peerClosed || atomic_load(&uc->epFailedMs) != 0;
   if (uc->ep != NULL && !broken)
     weftUcxSendCtrl(uc, UCX_CTRL_CLOSE, (uint32_t)c->closeReason,
                     uc->dir == WEFT_DIR_SEND ? uc->posted : 0, c->closeCause /* cut to its origin by lib/connect.c */);

@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "core.h"
+#include "deadline.h"
 #include "ucx.h"
 
 const char *weftUcxPeerHost(const struct ucxConn *uc) {
@@ -255,8 +256,14 @@ weftResult_t weftUcxRecvSlot(struct weftConn *c, const void **slot, size_t *byte
   if (!opBusy(op) && op->status != UCS_OK && op->status != UCS_ERR_CANCELED)
     weftUcxFail(uc, weftRemoteError, "ucx: a receive from " UCX_PEER_FMT " failed: %s",
                 UCX_PEER_ARGS(uc), ucs_status_string(op->status));
+  int64_t epFailed = atomic_load_explicit(&uc->epFailedMs, memory_order_acquire);
+  if (epFailed != 0 && weftNowMs() - epFailed >= UCX_EP_GRACE_MS)
+    weftUcxFail(uc, weftRemoteError,
+                "ucx: the link from " UCX_PEER_FMT " failed: %s (the peer died, or its network "
+                "went away)", UCX_PEER_ARGS(uc), ucs_status_string(uc->epStatus));
   if (atomic_load_explicit(&uc->failed, memory_order_acquire)) return failed(uc);
-  if (uc->creditOwed > 0) WEFTCHECK(weftUcxSendCtrl(uc, UCX_CTRL_CREDIT, 0, uc->creditOwed, NULL));
+  if (uc->creditOwed > 0 && epFailed == 0)
+    WEFTCHECK(weftUcxSendCtrl(uc, UCX_CTRL_CREDIT, 0, uc->creditOwed, NULL));
   return weftSuccess;
 }
 
@@ -267,5 +274,7 @@ weftResult_t weftUcxRecvDone(struct weftConn *c) {
   uc->holding = 0;
   uint64_t seq = uc->posted++;
   WEFTCHECK(weftUcxPostSlotRecv(uc, seq + uc->shape.nslots));
+  /* No credit over an endpoint that failed: it would fail the link, and the sender is gone. */
+  if (atomic_load_explicit(&uc->epFailedMs, memory_order_acquire) != 0) return weftSuccess;
   return weftUcxSendCtrl(uc, UCX_CTRL_CREDIT, 0, uc->posted, NULL);
 }
