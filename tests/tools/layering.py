@@ -36,6 +36,8 @@ LAYERS = [
     # Leaf services that need the bootstrap or shared memory: who is gone, segments.
     ("services", ["lib/liveness", "lib/shmseg", "lib/topo_job"]),
     ("bootstrap", ["lib/bootstrap", "lib/boot_*"]),
+    # The accelerator runtime (lib/device.h) and its one folder per runtime.
+    ("devices", ["lib/device", "devices/*/*"]),
     # Leaves: logging, parameters, sockets, clocks, errors, reductions, topology, names, handles.
     ("base", ["lib/log", "lib/param", "lib/socket", "lib/deadline", "lib/errors", "lib/reduce",
               "lib/lowfloat", "lib/topo", "lib/topo_detect", "lib/topo_model",
@@ -54,7 +56,7 @@ def layer_of(obj):
 
 
 # The sources are the Makefile's LIB_SRCS; objects left in BUILD by deleted sources do not count.
-SOURCES = ["lib/*.c", "algorithms/*.c", "transports/*/*.c"]
+SOURCES = ["lib/*.c", "algorithms/*.c", "transports/*/*.c", "devices/*/*.c", "devices/*/*.cu"]
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 
@@ -62,7 +64,7 @@ def objects(build):
     found = []
     for pattern in SOURCES:
         for src in glob.glob(os.path.join(ROOT, pattern)):
-            obj = os.path.relpath(src, ROOT)[:-2]
+            obj = os.path.splitext(os.path.relpath(src, ROOT))[0]
             found.append((obj, os.path.join(build, obj + ".o")))
     return sorted(found)
 
