@@ -9,6 +9,7 @@
 #include "check.h"
 #include "collname.h"
 #include "commfail.h"
+#include "devcoll.h"
 #include "core.h"
 #include "errors.h"
 #include "group.h"
@@ -117,97 +118,95 @@ weftResult_t weftCollRun(struct weftComm *comm, struct weftCollArgs args) {
   return rc;
 }
 
-/* Every collective's entry: validate, then run (or start, on a non-blocking communicator). */
-static weftResult_t collCall(weftComm_t comm, const char *api, struct weftCollArgs args) {
+/* Every collective's entry: validate, then run (or start, on a non-blocking communicator, or
+ * enqueue on the stream, on device buffers: lib/devcoll.h). */
+static weftResult_t collCall(weftComm_t comm, const char *api, struct weftCollArgs args,
+                             weftStream_t stream) {
   WEFTCHECK(weftGroupRefused(weftCheckComm(comm, api)));
   args.seq = comm->opSeq;
   weftResult_t rc = weftCheckCall(comm, &args);
   if (rc == weftSuccess) rc = weftCheckUsable(comm, api);
   if (rc != weftSuccess) return weftReportTo(comm, weftGroupRefused(rc));
   if (args.count == 0) return weftSuccess;
-  rc = weftRedOpBegin(comm, &args); /* a PreMulSum op: in use from here to the end */
+  struct weftTask task = {.comm = comm, .isColl = 1, .coll = args, .stream = stream};
+  rc = weftDevClassify(comm, api, &task, &task.onDevice);
   if (rc != weftSuccess) return weftReportTo(comm, weftGroupRefused(rc));
-  struct weftTask task = {.comm = comm, .isColl = 1, .coll = args};
+  if (task.onDevice) /* its PreMulSum op begins when the device worker runs it */
+    return weftReportTo(comm, weftGroupActive() ? weftGroupEnqueue(&task) : weftDevSubmit(comm, &task, 1, api));
+  rc = weftRedOpBegin(comm, &task.coll); /* a PreMulSum op: in use from here to the end */
+  if (rc != weftSuccess) return weftReportTo(comm, weftGroupRefused(rc));
   if (weftGroupActive()) return weftReportTo(comm, weftGroupEnqueue(&task));
-  return comm->nonblocking ? weftStartTasks(comm, &task, 1, api) : weftCollRun(comm, args);
+  weftDevDrain(comm); /* calls on device buffers before this one run first */
+  return comm->nonblocking ? weftStartTasks(comm, &task, 1, api) : weftCollRun(comm, task.coll);
 }
 
 WEFT_PUBLIC weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                                        weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                                        weftStream_t stream) {
-  (void)stream;
   return collCall(comm, "weftAllReduce", (struct weftCollArgs){weftCollAllReduce, sendbuff,
-                  recvbuff, count, 0, datatype, op, -1, 0});
+                  recvbuff, count, 0, datatype, op, -1, 0}, stream);
 }
 WEFT_PROFILING_ALIAS(weftAllReduce);
 
 WEFT_PUBLIC weftResult_t weftBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                                        weftDataType_t datatype, int root, weftComm_t comm,
                                        weftStream_t stream) {
-  (void)stream;
   return collCall(comm, "weftBroadcast", (struct weftCollArgs){weftCollBroadcast, sendbuff,
-                  recvbuff, count, 0, datatype, weftSum, root, 0});
+                  recvbuff, count, 0, datatype, weftSum, root, 0}, stream);
 }
 WEFT_PROFILING_ALIAS(weftBroadcast);
 
 WEFT_PUBLIC weftResult_t weftBcast(void *buff, size_t count, weftDataType_t datatype, int root,
                                    weftComm_t comm, weftStream_t stream) {
-  (void)stream;
   return collCall(comm, "weftBcast", (struct weftCollArgs){weftCollBroadcast, buff, buff, count,
-                  0, datatype, weftSum, root, 0});
+                  0, datatype, weftSum, root, 0}, stream);
 }
 WEFT_PROFILING_ALIAS(weftBcast);
 
 WEFT_PUBLIC weftResult_t weftReduce(const void *sendbuff, void *recvbuff, size_t count,
                                     weftDataType_t datatype, weftRedOp_t op, int root,
                                     weftComm_t comm, weftStream_t stream) {
-  (void)stream;
   return collCall(comm, "weftReduce", (struct weftCollArgs){weftCollReduce, sendbuff, recvbuff,
-                  count, 0, datatype, op, root, 0});
+                  count, 0, datatype, op, root, 0}, stream);
 }
 WEFT_PROFILING_ALIAS(weftReduce);
 
 WEFT_PUBLIC weftResult_t weftAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                        weftDataType_t datatype, weftComm_t comm,
                                        weftStream_t stream) {
-  (void)stream;
   return collCall(comm, "weftAllGather", (struct weftCollArgs){weftCollAllGather, sendbuff,
-                  recvbuff, sendcount, 0, datatype, weftSum, -1, 0});
+                  recvbuff, sendcount, 0, datatype, weftSum, -1, 0}, stream);
 }
 WEFT_PROFILING_ALIAS(weftAllGather);
 
 WEFT_PUBLIC weftResult_t weftReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                            weftDataType_t datatype, weftRedOp_t op,
                                            weftComm_t comm, weftStream_t stream) {
-  (void)stream;
   return collCall(comm, "weftReduceScatter", (struct weftCollArgs){weftCollReduceScatter,
-                  sendbuff, recvbuff, recvcount, 0, datatype, op, -1, 0});
+                  sendbuff, recvbuff, recvcount, 0, datatype, op, -1, 0}, stream);
 }
 WEFT_PROFILING_ALIAS(weftReduceScatter);
 
 WEFT_PUBLIC weftResult_t weftAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                                       weftDataType_t datatype, weftComm_t comm,
                                       weftStream_t stream) {
-  (void)stream;
   return collCall(comm, "weftAlltoAll", (struct weftCollArgs){weftCollAlltoAll, sendbuff,
-                  recvbuff, count, 0, datatype, weftSum, -1, 0});
+                  recvbuff, count, 0, datatype, weftSum, -1, 0}, stream);
 }
 WEFT_PROFILING_ALIAS(weftAlltoAll);
 
 WEFT_PUBLIC weftResult_t weftGather(const void *sendbuff, void *recvbuff, size_t count,
                                     weftDataType_t datatype, int root, weftComm_t comm,
                                     weftStream_t stream) {
-  (void)stream;
   return collCall(comm, "weftGather", (struct weftCollArgs){weftCollGather, sendbuff, recvbuff,
-                  count, 0, datatype, weftSum, root, 0});
+                  count, 0, datatype, weftSum, root, 0}, stream);
 }
 WEFT_PROFILING_ALIAS(weftGather);
 
 WEFT_PUBLIC weftResult_t weftScatter(const void *sendbuff, void *recvbuff, size_t count,
                                      weftDataType_t datatype, int root, weftComm_t comm,
                                      weftStream_t stream) {
-  (void)stream;
   return collCall(comm, "weftScatter", (struct weftCollArgs){weftCollScatter, sendbuff, recvbuff,
-                  count, 0, datatype, weftSum, root, 0});
+                  count, 0, datatype, weftSum, root, 0}, stream);
 }
 WEFT_PROFILING_ALIAS(weftScatter);

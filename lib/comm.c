@@ -9,6 +9,7 @@
 #include "check.h"
 #include "core.h"
 #include "deadline.h"
+#include "devcoll.h"
 #include "errors.h"
 #include "liveness.h"
 #include "p2p.h"
@@ -278,6 +279,7 @@ WEFT_PUBLIC weftResult_t weftCommDestroy(weftComm_t comm) {
                         (void *)comm);
   joinInitThread(comm);
   weftJoinOpThread(comm); /* a non-blocking collective completes first */
+  weftDevClose(comm);     /* so do the calls on device buffers */
   weftCommUnregisterLive(comm);
   /* A communicator that worked to the end leaves no connection in TIME_WAIT; after an error
    * its links close in order, so that the peers see who left. */
@@ -296,6 +298,7 @@ WEFT_PUBLIC weftResult_t weftCommAbort(weftComm_t comm) {
   atomic_store(&comm->abortFlag, 1);
   joinInitThread(comm);
   weftJoinOpThread(comm); /* its waits see the flag and return */
+  weftDevClose(comm);     /* calls on device buffers not yet run are skipped */
   /* Calls in other threads see the flag at their next wait and leave. A call that starts
    * while abort runs is a use after free by contract; the grace period only makes a call
    * that had just started visible here. */
@@ -330,6 +333,7 @@ WEFT_PUBLIC weftResult_t weftCommFinalize(weftComm_t comm) {
   weftResult_t state = (weftResult_t)atomic_load(&comm->asyncError);
   if (state == weftInProgress || atomic_load(&comm->opInFlight)) return weftInProgress;
   weftJoinOpThread(comm);
+  weftDevDrain(comm);
   comm->finalized = 1;
   return weftSuccess;
 }

@@ -149,6 +149,7 @@ struct weftComm {
   int64_t *waitNsByPeer;
   int64_t opWaitNs;
 
+  struct weftDevQueue *devQueue; /* calls on device buffers (lib/devcoll.c), NULL: none yet */
   struct weftRedOps *redOps; /* PreMulSum ops and their scratch (lib/redop.c), NULL: none yet */
   const struct weftPrimsTap *primsTap; /* lib/prims.h: NULL, or what sees every prims step */
 };

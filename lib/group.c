@@ -16,6 +16,7 @@
 #include "api.h"
 #include "check.h"
 #include "commfail.h"
+#include "devcoll.h"
 #include "errors.h"
 #include "fuse.h"
 #include "reduce.h"
@@ -130,6 +131,8 @@ struct commRun {
   weftResult_t rc;
   pthread_t thread;
   int threaded;
+  int onDevice;             /* deviceRun's answer */
+  struct weftDevJob *job;   /* its calls on device buffers, prepared */
 };
 
 static void *commRunMain(void *arg) {
@@ -155,13 +158,44 @@ static int splitByComm(struct weftTask *tasks, int n, struct weftTask *sorted, s
   return nruns;
 }
 
-/* Non-blocking communicators start in their own threads; of the blocking ones, all but the
+/* 1 when every call of the run is on device buffers, 0 when none is, -1 for a mix. */
+static int deviceRun(const struct commRun *run) {
+  int on = 0;
+  for (int i = 0; i < run->n; i++) on += run->tasks[i].onDevice;
+  return on == 0 ? 0 : on == run->n ? 1 : -1;
+}
+
+/* Enqueues the inputs of every run on device buffers (its job, launched later) or refuses a
+ * run that mixes device and host buffers. */
+static void prepareDeviceRuns(struct commRun *runs, int nruns) {
+  for (int r = 0; r < nruns; r++) {
+    struct weftComm *comm = runs[r].comm;
+    runs[r].onDevice = deviceRun(&runs[r]);
+    if (runs[r].onDevice > 0)
+      runs[r].rc = weftReportTo(comm, weftDevPrepare(comm, runs[r].tasks, runs[r].n,
+                                                    "weftGroupEnd", &runs[r].job));
+    else if (runs[r].onDevice < 0)
+      runs[r].rc = weftReportTo(comm, weftSetError(weftInvalidUsage, "weftGroupEnd: rank %d: "
+                                "the group's calls on this communicator mix device and host "
+                                "buffers: a communicator's share of a group must be all one or "
+                                "all the other", comm->rank));
+  }
+}
+
+/* Runs on device buffers are enqueued on their streams (lib/devcoll.h). Non-blocking
+ * communicators start in their own threads; of the blocking ones, all but the
  * first get a thread and the first runs here. */
 static weftResult_t runGroup(struct commRun *runs, int nruns) {
   int here = -1;
   weftResult_t rc = weftSuccess, first = weftSuccess;
+  prepareDeviceRuns(runs, nruns);
   for (int r = 0; r < nruns; r++) {
     struct weftComm *comm = runs[r].comm;
+    if (runs[r].onDevice != 0) {
+      if (runs[r].job != NULL) runs[r].rc = weftReportTo(comm, weftDevLaunch(comm, runs[r].job));
+      continue;
+    }
+    weftDevDrain(comm); /* its calls on device buffers before the group run first */
     if (comm->nonblocking) {
       runs[r].rc = weftStartTasks(comm, runs[r].tasks, runs[r].n, "weftGroupEnd");
     } else if (here < 0) {
@@ -238,28 +272,31 @@ static weftResult_t checkP2p(struct weftComm *comm, const char *api, const void 
   return weftCheckUsable(comm, api);
 }
 
-static weftResult_t p2pCall(struct weftComm *comm, const char *api, struct weftP2pOp op) {
+static weftResult_t p2pCall(struct weftComm *comm, const char *api, struct weftP2pOp op,
+                            weftStream_t stream) {
   weftResult_t rc = checkP2p(comm, api, op.isSend ? op.sendbuff : op.recvbuff, op.count, op.type,
                              op.peer);
   if (rc != weftSuccess) return weftReportTo(comm, weftGroupRefused(rc));
   if (op.count == 0) return weftSuccess;
-  struct weftTask task = {.comm = comm, .isColl = 0, .p2p = op};
+  struct weftTask task = {.comm = comm, .isColl = 0, .p2p = op, .stream = stream};
+  rc = weftDevClassify(comm, api, &task, &task.onDevice);
+  if (rc != weftSuccess) return weftReportTo(comm, weftGroupRefused(rc));
   if (weftGroupActive()) return weftReportTo(comm, weftGroupEnqueue(&task));
+  if (task.onDevice) return weftReportTo(comm, weftDevSubmit(comm, &task, 1, api));
+  weftDevDrain(comm);
   return weftStartTasks(comm, &task, 1, api);
 }
 
 WEFT_PUBLIC weftResult_t weftSend(const void *sendbuff, size_t count, weftDataType_t datatype,
                                   int peer, weftComm_t comm, weftStream_t stream) {
-  (void)stream;
   return p2pCall(comm, "weftSend", (struct weftP2pOp){.isSend = 1, .peer = peer,
-                 .sendbuff = sendbuff, .count = count, .type = datatype});
+                 .sendbuff = sendbuff, .count = count, .type = datatype}, stream);
 }
 WEFT_PROFILING_ALIAS(weftSend);
 
 WEFT_PUBLIC weftResult_t weftRecv(void *recvbuff, size_t count, weftDataType_t datatype, int peer,
                                   weftComm_t comm, weftStream_t stream) {
-  (void)stream;
   return p2pCall(comm, "weftRecv", (struct weftP2pOp){.isSend = 0, .peer = peer,
-                 .recvbuff = recvbuff, .count = count, .type = datatype});
+                 .recvbuff = recvbuff, .count = count, .type = datatype}, stream);
 }
 WEFT_PROFILING_ALIAS(weftRecv);

@@ -12,6 +12,10 @@ struct weftTask {
   int isColl;
   struct weftCollArgs coll;
   struct weftP2pOp p2p;
+  /* Device buffers (lib/devcoll.c): the call runs in the communicator's device worker,
+   * ordered on stream (the caller's cudaStream_t). */
+  int onDevice;
+  void *stream;
 };
 
 /* Whether this thread is between weftGroupStart and the matching weftGroupEnd. */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "devcoll.h"
 #include "api.h"
 #include "bootstrap.h"
 #include "check.h"
@@ -141,6 +142,7 @@ WEFT_PUBLIC weftResult_t weftCommShrink(weftComm_t comm, int *excludeRanksList,
   weftLogInit();
   weftClearThreadError();
   WEFTCHECK(weftSplitCheckParent(comm, newcomm, "weftCommShrink"));
+  weftDevDrain(comm); /* its calls on device buffers come first */
   if (shrinkFlags != WEFT_SHRINK_DEFAULT && shrinkFlags != WEFT_SHRINK_ABORT)
     return weftReportTo(comm, weftSetError(weftInvalidArgument, "weftCommShrink: unknown flags 0x%x",
                                            (unsigned)shrinkFlags));

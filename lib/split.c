@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "devcoll.h"
 #include "api.h"
 #include "bootstrap.h"
 #include "bytes.h"
@@ -165,6 +166,7 @@ WEFT_PUBLIC weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weft
   weftLogInit();
   weftClearThreadError();
   WEFTCHECK(weftSplitCheckParent(comm, newcomm, "weftCommSplit"));
+  weftDevDrain(comm); /* its calls on device buffers come first */
   if (color < 0 && color != WEFT_SPLIT_NOCOLOR)
     return weftReportTo(comm, weftSetError(weftInvalidArgument,
                                            "weftCommSplit: color %d is negative and not "
