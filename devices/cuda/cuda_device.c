@@ -54,7 +54,7 @@ static char countWhy[256];
 static void countExplain(cudaError_t err) {
   int driver = 0;
   if (err == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0)
-    snprintf(countWhy, sizeof countWhy, "no GPU: no CUDA driver is installed (libcuda.so.1): %s",
+    snprintf(countWhy, sizeof countWhy, "no GPU: no CUDA driver (libcuda.so.1) is installed (cudaGetDeviceCount: %s)",
              cudaGetErrorString(err));
   else if (err == cudaErrorInsufficientDriver)
     snprintf(countWhy, sizeof countWhy, "no GPU: the CUDA driver (%d.%d) is older than the runtime weft was built with (%d.%d): %s",
