@@ -3,8 +3,9 @@
 
     tests/tools/layering.py [BUILD]          (default build; make check runs it)
 
-Every object of the library (BUILD/X.o for each source X.c of lib/, algorithms/ and
-transports/*/, as the Makefile builds them) belongs to one layer of LAYERS below. From the
+Every object of the library (BUILD/X.o for each source X.c of lib/, algorithms/, transports/*/
+and devices/*/, and X.cu of devices/*/, as the Makefile builds them) belongs to one layer of
+LAYERS below; a runtime folder the build left out (not in BUILD/.devices) is not expected. From the
 objects' symbol tables (nm) it finds, for each global symbol an object uses, the object that
 defines it, and fails naming every use that runs upward: an object using a function or
 variable of a layer above its own. Uses inside one layer are free. An object that no layer
