@@ -36,15 +36,51 @@ WITH_VERBS ?= yes
 VERBS_LIBS := $(if $(filter yes,$(WITH_VERBS)),$(shell pkg-config --libs libibverbs librdmacm 2>/dev/null))
 VERBS_CFLAGS := $(if $(VERBS_LIBS),$(shell pkg-config --cflags libibverbs librdmacm) -DWEFT_HAVE_VERBS)
 
+# CUDA (devices/cuda/, lib/device.h): built where nvcc and the runtime's headers are found under
+# CUDA_HOME; WITH_CUDA=no leaves it out on purpose (the sanitizer and fuzz builds do). The
+# runtime is linked statically and it loads the driver (libcuda.so.1) itself when first called,
+# so libweft.so loads on a machine with no driver and the CUDA paths report why they cannot
+# run; never -lcuda. Without CUDA make says so once (WEFT_CUDA_SAID: not again in sub-makes).
+WITH_CUDA ?= yes
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+CUDA_WHY := $(if $(filter yes,$(WITH_CUDA)),$(if $(shell command -v $(NVCC) 2>/dev/null),$(if \
+  $(wildcard $(CUDA_HOME)/include/cuda_runtime.h),$(if $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a),,no \
+  $(CUDA_HOME)/lib64/libcudart_static.a),no $(CUDA_HOME)/include/cuda_runtime.h),no nvcc at $(NVCC)),WITH_CUDA=$(WITH_CUDA))
+ifeq ($(CUDA_WHY),)
+CUDA_CFLAGS := -DWEFT_HAVE_CUDA -I$(CUDA_HOME)/include
+# -lstdc++: nvcc's launch stubs guard a static and carry C++ unwinding. (The -ldl -lrt -lpthread
+# the static runtime needs end LIBS.)
+CUDA_LIBS := $(CUDA_HOME)/lib64/libcudart_static.a -lstdc++
+CUDA_PC_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++
+CUDA_SO_FLAGS := -Wl,--exclude-libs,libcudart_static.a
+else
+CUDA_SAY := weft: building without CUDA ($(CUDA_WHY)): host buffers only
+ifneq ($(WEFT_CUDA_SAID),$(CUDA_SAY))
+$(info $(CUDA_SAY))
+endif
+export WEFT_CUDA_SAID := $(CUDA_SAY)
+endif
+# The runtimes' folders this build compiles (devices/<name>/), kept in $(BUILD)/.devices: every
+# library object is rebuilt when they change (WITH_CUDA=no after a CUDA build in one tree), and
+# tests/tools/layering.py knows which devices objects to expect.
+DEVICE_DIRS := $(if $(CUDA_LIBS),cuda)
+# Kernels for sm_80 and sm_90, and sm_90's PTX that newer GPUs' drivers compile at load. No
+# fused multiply-add: the kernels' arithmetic is the host reductions', bit for bit.
+NVCC_FLAGS := -std=c++17 -O2 -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror --Werror all-warnings \
+  -fmad=false -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+  -gencode arch=compute_90,code=compute_90 -Iinclude -Ilib
+
 WARN := -Wall -Wextra -Werror
 CFLAGS ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -fPIC -pthread -Iinclude -Ilib $(HWLOC_CFLAGS) \
-  $(SODIUM_CFLAGS) $(UCX_CFLAGS) $(VERBS_CFLAGS)
-LIBS := $(HWLOC_LIBS) $(SODIUM_LIBS) $(UCX_LIBS) $(VERBS_LIBS) -lpthread -lm -lrt -ldl
+  $(SODIUM_CFLAGS) $(UCX_CFLAGS) $(VERBS_CFLAGS) $(CUDA_CFLAGS)
+LIBS := $(HWLOC_LIBS) $(SODIUM_LIBS) $(UCX_LIBS) $(VERBS_LIBS) $(CUDA_LIBS) -lpthread -lm -lrt -ldl
 
 LIB_SRCS := $(wildcard lib/*.c) $(filter-out $(if $(UCX_LIBS),,transports/ucx/%) $(if $(VERBS_LIBS),,transports/verbs/%),$(wildcard transports/*/*.c)) \
-  $(wildcard algorithms/*.c)
-LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
+  $(wildcard algorithms/*.c) $(if $(CUDA_LIBS),$(wildcard devices/cuda/*.c))
+CU_SRCS := $(if $(CUDA_LIBS),$(wildcard devices/cuda/*.cu))
+LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS)) $(patsubst %.cu,$(BUILD)/%.o,$(CU_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
 TRANSPORT_TEST_SRCS := $(wildcard tests/transport/*.c)
@@ -108,14 +144,22 @@ $(DEPS_STAMP): install-deps.sh
 deps: $(DEPS_STAMP)
 
 # Library objects: only what include/weft.h declares is exported (WEFT_API, lib/api.h).
-$(BUILD)/%.o: %.c $(wildcard include/*.h lib/*.h lib/*.def transports/*/*.h algorithms/*.h)
+$(BUILD)/%.o: %.c $(wildcard include/*.h lib/*.h lib/*.def transports/*/*.h algorithms/*.h devices/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden $(OBJ_CFLAGS) -c $< -o $@
+
+# CUDA sources (devices/*/*.cu), by nvcc: device code and the host functions that launch it.
+$(BUILD)/%.o: %.cu $(wildcard include/*.h lib/*.h devices/*/*.h devices/*/*.cuh)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
 # The source revision in the version banner: lib/version.o alone is rebuilt when it changes.
 GIT_REV := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 $(BUILD)/.git-rev: FORCE
 	@mkdir -p $(BUILD) && (echo '$(GIT_REV)' | cmp -s - $@ || echo '$(GIT_REV)' > $@)
+$(BUILD)/.devices: FORCE
+	@mkdir -p $(BUILD) && (echo '$(DEVICE_DIRS)' | cmp -s - $@ || echo '$(DEVICE_DIRS)' > $@)
+$(LIB_OBJS): $(BUILD)/.devices
 $(BUILD)/lib/version.o: $(BUILD)/.git-rev
 $(BUILD)/lib/version.o: OBJ_CFLAGS = -DWEFT_GIT_REV='"$(GIT_REV)"'
 FORCE:
@@ -123,8 +167,9 @@ FORCE:
 # libweft.so.X.Y.Z with SONAME libweft.so.X, and the two links a distribution ships. CFLAGS on
 # the link too: a sanitizer build's runtime must come with it (-z defs refuses any symbol left
 # undefined).
+# --exclude-libs: the static CUDA runtime's functions stay inside (the library exports weft.h only).
 $(BUILD)/$(SOFILE): $(LIB_OBJS)
-	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,-z,defs -o $@ $^ $(LIBS)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,-z,defs $(CUDA_SO_FLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/$(SONAME): $(BUILD)/$(SOFILE)
 	ln -sf $(SOFILE) $@
 $(BUILD)/libweft.so: $(BUILD)/$(SONAME)
@@ -224,7 +269,10 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 $(FUZZ_SAN) -fsanitize=fuzz
   -pthread -Iinclude -Ilib -Itransports $(HWLOC_CFLAGS) $(SODIUM_CFLAGS)
 FUZZ_SRCS := $(filter-out $(if $(VERBS_LIBS),,tests/fuzz/fuzz_verbs_wire.c),$(wildcard tests/fuzz/*.c))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/%,$(FUZZ_SRCS))
-FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(LIB_SRCS))
+# CPU-only, whatever this build has: the fuzz targets parse bytes, and ASan and CUDA's
+# runtime do not mix (FUZZ_CFLAGS has no WEFT_HAVE_CUDA, so lib/device.c has no runtime).
+FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out devices/%,$(LIB_SRCS)))
+FUZZ_LIBS := $(filter-out $(CUDA_LIBS),$(LIBS))
 
 $(FUZZ_BUILD)/%.o: %.c $(wildcard include/*.h lib/*.h lib/*.def transports/*/*.h algorithms/*.h)
 	@mkdir -p $(dir $@)
@@ -232,14 +280,14 @@ $(FUZZ_BUILD)/%.o: %.c $(wildcard include/*.h lib/*.h lib/*.def transports/*/*.h
 $(FUZZ_BUILD)/libweft.a: $(FUZZ_LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_BUILD)/libweft.a
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< -o $@ $(FUZZ_BUILD)/libweft.a $(LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< -o $@ $(FUZZ_BUILD)/libweft.a $(FUZZ_LIBS)
 
 # weft-sim's fabric parser is a tool's, not the library's: its target links tools/sim's files.
 FUZZ_SIM_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/%.o,tools/sim/fabric.c tools/sim/fabric_path.c)
 $(FUZZ_SIM_OBJS): FUZZ_CFLAGS += -Ialgorithms -Itools/sim
 $(FUZZ_BUILD)/fuzz_fabric: tests/fuzz/fuzz_fabric.c tests/fuzz/fuzz_common.h $(FUZZ_SIM_OBJS) $(FUZZ_BUILD)/libweft.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Ialgorithms -Itools/sim -fsanitize=fuzzer $< -o $@ $(FUZZ_SIM_OBJS) \
-	  $(FUZZ_BUILD)/libweft.a $(LIBS)
+	  $(FUZZ_BUILD)/libweft.a $(FUZZ_LIBS)
 
 fuzz-build: $(FUZZ_BINS)
 fuzz: fuzz-build
@@ -250,11 +298,11 @@ fuzz: fuzz-build
 # tests/run-sanitizer.sh for what each runs.
 SAN_COMMON := -O1 -g -fno-omit-frame-pointer
 check-asan: $(DEPS_STAMP)
-	$(MAKE) BUILD=build-asan DEPS_STAMP=$(DEPS_STAMP) \
+	$(MAKE) BUILD=build-asan DEPS_STAMP=$(DEPS_STAMP) WITH_CUDA=no \
 	  CFLAGS="$(SAN_COMMON) -fsanitize=address,undefined -fno-sanitize-recover=undefined" all
 	tests/run-sanitizer.sh asan build-asan
 check-tsan: $(DEPS_STAMP)
-	$(MAKE) BUILD=build-tsan DEPS_STAMP=$(DEPS_STAMP) WITH_UCX=no CFLAGS="$(SAN_COMMON) -fsanitize=thread" \
+	$(MAKE) BUILD=build-tsan DEPS_STAMP=$(DEPS_STAMP) WITH_UCX=no WITH_CUDA=no CFLAGS="$(SAN_COMMON) -fsanitize=thread" \
 	  build-tsan/bench/allreduce_perf build-tsan/tests/tsan/tsan_paths build-tsan/tests/tools/caps
 	tests/run-sanitizer.sh tsan build-tsan
 
@@ -274,7 +322,8 @@ install: lib tools install-pytorch
 	install -m 644 $(BUILD)/libweft.a $(DESTDIR)$(LIBDIR)/libweft.a
 	install -m 644 include/weft.h $(DESTDIR)$(INCLUDEDIR)/weft.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
-	  -e 's|@VERSION@|$(VERSION)|g' -e 's|@UCX_LIBS@|$(UCX_LIBS)|g' -e 's|@VERBS_LIBS@|$(VERBS_LIBS)|g' weft.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/weft.pc
+	  -e 's|@VERSION@|$(VERSION)|g' -e 's|@UCX_LIBS@|$(UCX_LIBS)|g' -e 's|@VERBS_LIBS@|$(VERBS_LIBS)|g' \
+	  -e 's|@CUDA_LIBS@|$(CUDA_PC_LIBS)|g' weft.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/weft.pc
 uninstall: uninstall-pytorch
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 

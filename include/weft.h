@@ -334,6 +334,18 @@ WEFT_API weftResult_t weftRedOpCreatePreMulSum(weftRedOp_t *op, void *scalar,
  * weftInvalidUsage. weftCommDestroy frees the ops left. */
 WEFT_API weftResult_t weftRedOpDestroy(weftRedOp_t op, weftComm_t comm);
 
+/* NCCL's ncclMemAlloc: *ptr = size bytes of device memory on the current device, suited to
+ * CUDA IPC between the processes of a host and to registration; freed by weftMemFree. size 0
+ * succeeds with *ptr = NULL, as cudaMalloc does. Without a usable GPU (a build without CUDA,
+ * no driver, no device) weftUnhandledCudaError, as ncclMemAlloc's, and weftGetLastError(NULL)
+ * says why ("no GPU: ..."); a NULL ptr is weftInvalidArgument. *ptr is written only on
+ * success. */
+WEFT_API weftResult_t weftMemAlloc(void **ptr, size_t size);
+/* NCCL's ncclMemFree: frees memory of weftMemAlloc. A NULL ptr does nothing where a GPU is
+ * usable, and is weftMemAlloc's "no GPU" error where none is, as ncclMemFree (whose
+ * cudaGetDevice fails first there). */
+WEFT_API weftResult_t weftMemFree(void *ptr);
+
 /* weft extension (not in NCCL): *name = the algorithm ("ring", "tree", "hier", "direct", ...)
  * that collective coll on this communicator would run for count elements of datatype (count
  * as the collective's own count argument): the tuner's choice (every rank gets the same
@@ -429,6 +441,8 @@ WEFT_API __typeof__(weftCommGetAlgorithm) pweftCommGetAlgorithm;
 WEFT_API __typeof__(weftCommGetCollAlgorithm) pweftCommGetCollAlgorithm;
 WEFT_API __typeof__(weftCommGetStragglers) pweftCommGetStragglers;
 WEFT_API __typeof__(weftCommGetPeerTransport) pweftCommGetPeerTransport;
+WEFT_API __typeof__(weftMemAlloc) pweftMemAlloc;
+WEFT_API __typeof__(weftMemFree) pweftMemFree;
 WEFT_API __typeof__(weftGetErrorString) pweftGetErrorString;
 WEFT_API __typeof__(weftGetLastError) pweftGetLastError;
 #endif

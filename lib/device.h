@@ -30,6 +30,7 @@ struct weftDeviceIpc {
 
 struct weftDeviceOps {
   const char *name; /* "cuda" */
+  int version;      /* the runtime's version as built: 1000 * major + 10 * minor (CUDART_VERSION) */
   /* Devices this process can use (> 0), or 0 with the reason in why (no driver, no device,
    * driver older than the runtime). Cheap after the first call (the answer is kept). */
   int (*count)(char *why, size_t len);
@@ -60,9 +61,11 @@ struct weftDeviceOps {
   int (*eventQuery)(void *event);
   weftResult_t (*eventSync)(void *event);
 
-  /* The stream waits until *flag >= value, (uint32 compare); flagDev is hostAlloc's device
-   * view of flag's word. A host thread writes the flag. Stream-ordered: no kernel of this
-   * process spins on another process's kernel (several ranks per GPU time-slice). */
+  /* The stream waits until *flag >= value, compared as the driver's CU_STREAM_WAIT_VALUE_GEQ
+   * does: (int32_t)(*flag - value) >= 0, the uint32 order while the two are within 2^31 of
+   * each other (a counter that wraps keeps working); flagDev is hostAlloc's device view of
+   * flag's word. A host thread writes the flag. Stream-ordered: no kernel of this process
+   * spins on another process's kernel (several ranks per GPU time-slice). */
   weftResult_t (*streamWaitFlag)(void *stream, void *flagDev, uint32_t value);
 
   /* dst[i] = a[i] op b[i], i < count, on stream: the same element functions as the host
@@ -80,7 +83,7 @@ struct weftDeviceOps {
   weftResult_t (*ipcClose)(void *p);
   /* Lets the current device read and write peer's memory where the hardware allows it; 0
    * when it did (or already had), 1 when the pair cannot (copies then go through the
-   * runtime's own path). */
+   * runtime's own path), < 0 on error. */
   int (*enablePeer)(int peer);
 };
 

@@ -136,15 +136,18 @@ void weftLogInit(void) { pthread_once(&logOnce, logInitOnce); }
 void weftLogSetRank(int rank) { logRank = rank; }
 
 static pthread_once_t bannerOnce = PTHREAD_ONCE_INIT;
-static const char *bannerText;
+static const char *(*bannerText)(void);
+/* The text is made before the log's lock is taken: making it logs (the reduction kernels' choice,
+ * the runtime's), and the lock is not recursive. */
 static void bannerPrint(void) {
+  const char *text = bannerText();
   pthread_mutex_lock(&logLock);
   fprintf(logFile, "%s:%d:%ld [%d] WEFT %s%s\n", logHost, (int)getpid(), (long)syscall(SYS_gettid),
-          logRank, weftLogLevel >= WEFT_LOG_INFO ? "INFO " : "", bannerText);
+          logRank, weftLogLevel >= WEFT_LOG_INFO ? "INFO " : "", text);
   pthread_mutex_unlock(&logLock);
 }
 
-void weftLogBanner(const char *text) {
+void weftLogBanner(const char *(*text)(void)) {
   weftLogInit();
   if (weftLogLevel < WEFT_LOG_VERSION) return;
   bannerText = text;

@@ -27,8 +27,10 @@ void weftLogWrite(int level, unsigned subsys, const char *file, int line, const 
 int weftLogEnabled(int level, unsigned subsys);
 /* The rank printed in log lines of this thread (-1: none yet). */
 void weftLogSetRank(int rank);
-/* Prints the version banner (text) once per process, at level VERSION and above. */
-void weftLogBanner(const char *text);
+/* Prints the version banner once per process, at level VERSION and above; text makes it only
+ * then (it asks the accelerator runtime for its devices, which no process should pay for, nor
+ * start CUDA in, just to leave the banner unprinted). */
+void weftLogBanner(const char *(*text)(void));
 /* Checks of WEFT_DEBUG, WEFT_DEBUG_SUBSYS and WEFT_DEBUG_FILE (weftParamCheckFn, param.h). The
  * log reads them once per process; the file check fails when that open failed. */
 int weftLogCheckLevel(const char *value, char *allowed, size_t len);

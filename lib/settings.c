@@ -109,7 +109,7 @@ weftResult_t weftSettingsCheck(const char *api) {
   }
   if (bad) return weftSetError(weftInvalidArgument, "%s: %s", api, msg);
   noteUnknownVariables();
-  weftLogBanner(weftVersionBanner());
+  weftLogBanner(weftVersionBanner);
   return weftSuccess;
 }
 

@@ -34,6 +34,15 @@ required() { # CAP: whether WEFT_TESTS_REQUIRE asks for it
   [ "$REQUIRE" = all ] || [[ ",$REQUIRE," == *",$1,"* ]]
 }
 
+# The NVIDIA GPUs the kernel's driver lists. The gpu probe asks the library, whose runtime a
+# build may lack: a GPU the machine has and the build cannot use is the build's fault, not the
+# machine's, and under WEFT_TESTS_REQUIRE its skips fail.
+kernel_gpus() {
+  local n
+  n=$(ls /proc/driver/nvidia/gpus 2>/dev/null | wc -l)
+  [ "$n" -gt 0 ] && echo "$n NVIDIA GPU(s) in /proc/driver/nvidia/gpus"
+}
+
 # A skip of test NAME for REASON: a skip only if REASON names a capability this machine lacks
 # (or, outside WEFT_TESTS_REQUIRE, one no probe knows); otherwise a failure.
 judge_skip() {
@@ -44,7 +53,9 @@ judge_skip() {
   fi
   probe=$("$BUILD/tests/tools/caps" "$cap" 2>&1)
   rc=$?
-  if [ $rc = 0 ] && required "$cap"; then
+  if [ $rc = 1 ] && [ "$cap" = gpu ] && required gpu && [ -n "$(kernel_gpus)" ]; then
+    fail "$name: skipped for lack of a GPU the library can use, but the kernel has $(kernel_gpus) (WEFT_TESTS_REQUIRE=$REQUIRE; a build without CUDA, or a driver that does not start): $probe"
+  elif [ $rc = 0 ] && required "$cap"; then
     fail "$name: skipped for lack of $cap, which this machine has (WEFT_TESTS_REQUIRE=$REQUIRE): $reason"
   elif [ $rc = 2 ] && required "$cap"; then
     fail "$name: skipped for lack of $cap, which no probe can confirm (WEFT_TESTS_REQUIRE=$REQUIRE): $reason"

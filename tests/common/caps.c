@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "device.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define CAPS_X86 1
@@ -177,6 +179,35 @@ static int capQemu(char *why, size_t len) {
   return 1;
 }
 
+/* A GPU the library's runtime can use (weftDeviceCount > 0), asked in a child process: CUDA
+ * started in a process does not survive its fork, and tests fork after their skip check (IPC
+ * between a parent and its child; the harness's rank processes), so the caller stays clean. */
+static int capGpu(char *why, size_t len) {
+  int fds[2];
+  if (pipe(fds) != 0) return no(why, len, "pipe: %s", strerror(errno));
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return no(why, len, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    close(fds[0]);
+    char msg[256] = "";
+    int n = weftDeviceCount(msg, sizeof msg);
+    char line[300];
+    int m = snprintf(line, sizeof line, "%d %s", n, n > 0 ? "" : msg);
+    ssize_t w = write(fds[1], line, (size_t)m + 1);
+    _exit(w > 0 ? 0 : 1);
+  }
+  close(fds[1]);
+  char line[300] = "";
+  ssize_t n = read(fds[0], line, sizeof line - 1);
+  close(fds[0]);
+  line[n > 0 ? n : 0] = '\0';
+  waitpid(pid, NULL, 0);
+  int count = 0, used = 0;
+  if (n <= 0 || sscanf(line, "%d %n", &count, &used) != 1) return no(why, len, "the probe process died");
+  return count > 0 ? 1 : no(why, len, "%s", line + used);
+}
+
 int capHave(const char *cap, char *why, size_t len) {
   why[0] = '\0';
   if (strncmp(cap, "cmd:", 4) == 0)
@@ -188,6 +219,7 @@ int capHave(const char *cap, char *why, size_t len) {
   if (strcmp(cap, "cpu01") == 0) return capCpu01(why, len);
   if (strcmp(cap, "rdma") == 0 || strcmp(cap, "verbs") == 0) return capRdma(why, len);
   if (strcmp(cap, "qemu") == 0) return capQemu(why, len);
+  if (strcmp(cap, "gpu") == 0) return capGpu(why, len);
   static const char *const cpu[] = {"x86", "f16c", "avx2", "avx512"};
   for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++)
     if (strcmp(cap, cpu[i]) == 0) return capCpu(cap, why, len);
