@@ -72,10 +72,17 @@ WEFT_NARROW_ELEMENTS(bf16, uint16_t, bf16ToFloat, floatToBf16)
 WEFT_NARROW_ELEMENTS(e4m3, uint8_t, e4m3ToFloat, floatToE4m3)
 WEFT_NARROW_ELEMENTS(e5m2, uint8_t, e5m2ToFloat, floatToE5m2)
 
-/* One element by op (weftSum .. weftAvg; Avg is the final (a + b) / n). The caller has already
- * mapped the ops that reduce as another: PreMulSum and a non-final Avg as Sum, a scaling as
- * Prod by the scalar. A kernel's op is the same for all its threads, so the switch is a
- * uniform branch, and the compiler may hoist it out of the loop. */
+/* The element op of a reduction step (weftSum .. weftAvg) for a reduction's op: PreMulSum
+ * (WEFT_OP_PREMULSUM, reduce.h: weftNumOps; its inputs were scaled at the collective's entry)
+ * reduces as Sum, and Avg divides only in the final step, so it is Sum before. A scaling is
+ * Prod against the scalar. */
+WEFT_HD int weftElemOp(int op, int final) {
+  return op == (int)weftNumOps || (op == (int)weftAvg && !final) ? (int)weftSum : op;
+}
+
+/* One element by op, as weftElemOp gives it (Avg is the final (a + b) / n). A kernel's op is
+ * the same for all its threads, so the switch is a uniform branch; a caller whose op is a
+ * constant has it folded away. */
 #define WEFT_APPLY_ELEMENT(tag, T)                                                             \
   WEFT_HD T tag##_apply(T a, T b, int op, int n) {                                            \
     switch (op) {                                                                             \

@@ -544,21 +544,19 @@ static int checkArgs(weftDataType_t type, weftRedOp_t op) {
   return 0;
 }
 
-/* PreMulSum's inputs were scaled at the collective's entry (lib/redop.c): it reduces as Sum. */
-static weftRedOp_t kernelOp(weftRedOp_t op) { return op == WEFT_OP_PREMULSUM ? weftSum : op; }
+/* The op each element applies: redelem.h's weftElemOp, which the device kernels use too. */
+_Static_assert((int)WEFT_OP_PREMULSUM == (int)weftNumOps, "weftElemOp knows PreMulSum so");
 
 void weftReduceApply(void *dst, const void *a, const void *b, size_t count, weftDataType_t type,
                 weftRedOp_t op) {
   if (count == 0 || !checkArgs(type, op)) return;
-  op = kernelOp(op);
-  if (op == weftAvg) op = weftSum;
-  kernels()->binary[type][op](dst, a, b, count, 1);
+  kernels()->binary[type][weftElemOp(op, 0)](dst, a, b, count, 1);
 }
 
 void weftReduceFinal(void *dst, const void *a, const void *b, size_t count,
                      weftDataType_t type, weftRedOp_t op, int nranks) {
   if (count == 0 || !checkArgs(type, op)) return;
-  kernels()->binary[type][kernelOp(op)](dst, a, b, count, nranks < 1 ? 1 : nranks);
+  kernels()->binary[type][weftElemOp(op, 1)](dst, a, b, count, nranks < 1 ? 1 : nranks);
 }
 
 /* The Prod kernel against a block of copies of the scalar: the same bits as weftProd of each
