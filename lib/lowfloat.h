@@ -1,8 +1,8 @@
 /* The low-precision float formats of the reductions and their conversions to and from fp32:
- * fp16, bf16, and the two OCP FP8 formats (NCCL's ncclFloat8e4m3 / ncclFloat8e5m2). Static
- * inline, because the kernels of lib/reduce.c call them per element (under -fPIC an exported
- * function could be interposed, so the compiler would not inline it); lib/lowfloat.c exports
- * them for tests and references (reduce.h).
+ * fp16, bf16, and the two OCP FP8 formats (NCCL's ncclFloat8e4m3 / ncclFloat8e5m2). Host and
+ * device functions (WEFT_HD, hostdev.h): the kernels of lib/reduce.c and of
+ * devices/cuda/cuda_reduce.cu call them per element, through redelem.h; lib/lowfloat.c exports
+ * them for tests and references (reduce.h). The vector forms at the end are the host's only.
  *
  * Narrowing rounds to nearest even. Widening is exact.
  *
@@ -26,21 +26,32 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t floatBits(float f) {
+#include "hostdev.h"
+
+/* Bit casts: memcpy on the host (C's way, free at -O2), CUDA's register moves on the device. */
+WEFT_HD uint32_t floatBits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
   uint32_t u;
   memcpy(&u, &f, sizeof u);
   return u;
+#endif
 }
-static inline float bitsFloat(uint32_t u) {
+WEFT_HD float bitsFloat(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
   float f;
   memcpy(&f, &u, sizeof f);
   return f;
+#endif
 }
 
 /* ---- fp16 --------------------------------------------------------------------------------- */
 
 /* Exact. NaNs keep sign and payload and come out quiet, as VCVTPH2PS does. */
-static inline float halfToFloat(uint16_t h) {
+WEFT_HD float halfToFloat(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
   if (exp == 0x1f) /* Inf, NaN */
@@ -58,7 +69,7 @@ static inline float halfToFloat(uint16_t h) {
 
 /* Round to nearest even, as VCVTPS2PH with _MM_FROUND_TO_NEAREST_INT: overflow gives Inf,
  * small values give subnormals, NaNs keep sign and the top payload bits and come out quiet. */
-static inline uint16_t floatToHalf(float f) {
+WEFT_HD uint16_t floatToHalf(float f) {
   uint32_t u = floatBits(f);
   uint32_t sign = (u >> 16) & 0x8000u, ax = u & 0x7fffffffu;
   if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
@@ -79,12 +90,12 @@ static inline uint16_t floatToHalf(float f) {
 /* ---- bf16 --------------------------------------------------------------------------------- */
 
 /* bf16 is the top half of an fp32: widening is a shift, and keeps NaNs as they are. */
-static inline float bf16ToFloat(uint16_t b) { return bitsFloat((uint32_t)b << 16); }
+WEFT_HD float bf16ToFloat(uint16_t b) { return bitsFloat((uint32_t)b << 16); }
 
 /* Round to nearest even by adding 0x7fff plus the lowest kept bit (a carry into the exponent
  * is the correct rounding up, to Inf past the largest finite value). A NaN could round to Inf,
  * so it is truncated and made quiet instead. The SIMD kernels do the same integer steps. */
-static inline uint16_t floatToBf16(float f) {
+WEFT_HD uint16_t floatToBf16(float f) {
   uint32_t u = floatBits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
@@ -110,7 +121,7 @@ static inline uint16_t floatToBf16(float f) {
 #define FP8_SUB_UNIT(mb, bias, ieee) bitsFloat((uint32_t)(127 + 1 - (bias) - (mb)) << 23)
 
 /* Exact. NaN: quiet, sign and mantissa bits kept. */
-static inline float fp8Decode(uint32_t c, unsigned mb, unsigned bias, int ieee) {
+WEFT_HD float fp8Decode(uint32_t c, unsigned mb, unsigned bias, int ieee) {
   uint32_t sign = (c & 0x80u) << 24, mag = c & 0x7fu;
   uint32_t e = mag >> mb, m = mag & ((1u << mb) - 1);
   if (ieee ? e == (0x7fu >> mb) : mag == 0x7fu) /* e5m2: Inf or NaN; e4m3: NaN */
@@ -120,7 +131,7 @@ static inline float fp8Decode(uint32_t c, unsigned mb, unsigned bias, int ieee) 
 }
 
 /* Round to nearest even, saturating (see the top of the file). */
-static inline uint8_t fp8Encode(float f, unsigned mb, unsigned bias, int ieee) {
+WEFT_HD uint8_t fp8Encode(float f, unsigned mb, unsigned bias, int ieee) {
   uint32_t u = floatBits(f), sign = (u >> 24) & 0x80u, ax = u & 0x7fffffffu;
   if (ax > 0x7f800000u) return 0x7f;
   /* Everything past the largest finite value (which needs no rounding) becomes it. */
@@ -134,11 +145,12 @@ static inline uint8_t fp8Encode(float f, unsigned mb, unsigned bias, int ieee) {
   return (uint8_t)(sign | (floatBits(bitsFloat(ax) + magic) - floatBits(magic)));
 }
 
-static inline float e4m3ToFloat(uint8_t c) { return fp8Decode(c, WEFT_E4M3); }
-static inline uint8_t floatToE4m3(float f) { return fp8Encode(f, WEFT_E4M3); }
-static inline float e5m2ToFloat(uint8_t c) { return fp8Decode(c, WEFT_E5M2); }
-static inline uint8_t floatToE5m2(float f) { return fp8Encode(f, WEFT_E5M2); }
+WEFT_HD float e4m3ToFloat(uint8_t c) { return fp8Decode(c, WEFT_E4M3); }
+WEFT_HD uint8_t floatToE4m3(float f) { return fp8Encode(f, WEFT_E4M3); }
+WEFT_HD float e5m2ToFloat(uint8_t c) { return fp8Decode(c, WEFT_E5M2); }
+WEFT_HD uint8_t floatToE5m2(float f) { return fp8Encode(f, WEFT_E5M2); }
 
+#ifndef __CUDACC__ /* GCC/Clang vector extensions: the host kernels of lib/reduce.c only */
 /* The vector forms, on GCC/Clang generic vectors: U a vector of uint32_t lanes, I of int32_t,
  * F of float, all the same width (a lane compare gives I's 0 / -1). SEL(m, x, y) picks x where
  * m is set. c holds one code per lane; the result is F. */
@@ -167,5 +179,7 @@ static inline uint8_t floatToE5m2(float f) { return fp8Encode(f, WEFT_E5M2); }
     U code_ = sign_ | FP8_SEL(ax_ >= FP8_MIN_NORMAL_BITS(mb, bias, ieee), q_, sub_);           \
     FP8_SEL(nan_, zero_ + 0x7fu, code_);                                                       \
   })
+
+#endif /* __CUDACC__ */
 
 #endif

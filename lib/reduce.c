@@ -7,7 +7,8 @@
  *  - every kernel computes exactly `a op b` per element, in the same precision (fp16, bf16 and
  *    fp8 in fp32), with IEEE division (never a reciprocal) for Avg and no multiply-add anywhere, so
  *    nothing can be contracted to an FMA (the SIMD targets leave "fma" off for the same reason);
- *  - the scalar tails of the SIMD loops call the element functions of the portable path;
+ *  - the scalar tails of the SIMD loops call the element functions of the portable path
+ *    (lib/redelem.h, which the device kernels run too);
  *  - the software fp16 conversions (lowfloat.h) replicate F16C bit for bit, NaN payloads
  *    included, the bf16 conversion is the same integer rounding in every path, and the fp8
  *    conversions are the same steps in their scalar and vector forms;
@@ -33,6 +34,7 @@
 #include "log.h"
 #include "lowfloat.h"
 #include "param.h"
+#include "redelem.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define WEFT_X86 1
@@ -72,54 +74,8 @@ const char *weftTypeName(weftDataType_t type) {
 }
 const char *weftOpName(weftRedOp_t op) { return validOp(op) ? opNames[op] : "unknown"; }
 
-/* ---- Element functions: one element of every type x op; the portable kernels and the SIMD
- * tails both use them. nranks only matters to avg (the final (a+b)/nranks) and div. ---------- */
-
-/* Integers compute in the unsigned type W so that overflow wraps instead of being undefined;
- * converting back to a signed T wraps too (gcc and clang define it). D is the type the Avg
- * division runs in, wide enough to hold nranks. */
-#define INT_ELEMENTS(tag, T, W, D)                                                             \
-  static inline T tag##_sum(T a, T b, int n) { (void)n; return (T)(W)((W)a + (W)b); }         \
-  static inline T tag##_prod(T a, T b, int n) { (void)n; return (T)(W)((W)a * (W)b); }        \
-  static inline T tag##_max(T a, T b, int n) { (void)n; return a > b ? a : b; }               \
-  static inline T tag##_min(T a, T b, int n) { (void)n; return a < b ? a : b; }               \
-  static inline T tag##_div(T x, int n) { return (T)((D)x / (D)n); }                          \
-  static inline T tag##_avg(T a, T b, int n) { return tag##_div(tag##_sum(a, b, n), n); }
-
-INT_ELEMENTS(i8, int8_t, unsigned, int)
-INT_ELEMENTS(u8, uint8_t, unsigned, int)
-INT_ELEMENTS(i32, int32_t, uint32_t, int32_t)
-INT_ELEMENTS(u32, uint32_t, uint32_t, uint32_t)
-INT_ELEMENTS(i64, int64_t, uint64_t, int64_t)
-INT_ELEMENTS(u64, uint64_t, uint64_t, uint64_t)
-
-/* With two NaN operands x86 returns the first, but a compiler may swap the operands of a
- * commutative op, so which NaN came out would depend on code generation. Every path therefore
- * returns a's NaN explicitly when a is one (a + a: a made quiet, as a + b would). */
-#define FLOAT_ELEMENTS(tag, T)                                                                  \
-  static inline T tag##_sum(T a, T b, int n) { (void)n; return isnan(a) ? a + a : a + b; }     \
-  static inline T tag##_prod(T a, T b, int n) { (void)n; return isnan(a) ? a + a : a * b; }    \
-  static inline T tag##_max(T a, T b, int n) { (void)n; return (a > b || isnan(a)) ? a : b; }  \
-  static inline T tag##_min(T a, T b, int n) { (void)n; return (a < b || isnan(a)) ? a : b; }  \
-  static inline T tag##_div(T x, int n) { return x / (T)n; }                                  \
-  static inline T tag##_avg(T a, T b, int n) { return tag##_sum(a, b, n) / (T)n; }
-
-FLOAT_ELEMENTS(f32, float)
-FLOAT_ELEMENTS(f64, double)
-
-/* fp16, bf16 and fp8 (T their storage): widen to fp32, apply the fp32 function, round once. */
-#define NARROW_ELEMENTS(tag, T, TOF, FROMF)                                                    \
-  static inline T tag##_sum(T a, T b, int n) { return FROMF(f32_sum(TOF(a), TOF(b), n)); }    \
-  static inline T tag##_prod(T a, T b, int n) { return FROMF(f32_prod(TOF(a), TOF(b), n)); }  \
-  static inline T tag##_max(T a, T b, int n) { return FROMF(f32_max(TOF(a), TOF(b), n)); }    \
-  static inline T tag##_min(T a, T b, int n) { return FROMF(f32_min(TOF(a), TOF(b), n)); }    \
-  static inline T tag##_div(T x, int n) { return FROMF(f32_div(TOF(x), n)); }                 \
-  static inline T tag##_avg(T a, T b, int n) { return FROMF(f32_avg(TOF(a), TOF(b), n)); }
-
-NARROW_ELEMENTS(f16, uint16_t, halfToFloat, floatToHalf)
-NARROW_ELEMENTS(bf16, uint16_t, bf16ToFloat, floatToBf16)
-NARROW_ELEMENTS(e4m3, uint8_t, e4m3ToFloat, floatToE4m3)
-NARROW_ELEMENTS(e5m2, uint8_t, e5m2ToFloat, floatToE5m2)
+/* ---- Element functions: lib/redelem.h, shared with the device kernels; the portable kernels
+ * and the SIMD tails both use them. ---------------------------------------------------------- */
 
 /* ---- Kernels ------------------------------------------------------------------------------ */
 
@@ -588,21 +544,19 @@ static int checkArgs(weftDataType_t type, weftRedOp_t op) {
   return 0;
 }
 
-/* PreMulSum's inputs were scaled at the collective's entry (lib/redop.c): it reduces as Sum. */
-static weftRedOp_t kernelOp(weftRedOp_t op) { return op == WEFT_OP_PREMULSUM ? weftSum : op; }
+/* The op each element applies: redelem.h's weftElemOp, which the device kernels use too. */
+_Static_assert((int)WEFT_OP_PREMULSUM == (int)weftNumOps, "weftElemOp knows PreMulSum so");
 
 void weftReduceApply(void *dst, const void *a, const void *b, size_t count, weftDataType_t type,
                 weftRedOp_t op) {
   if (count == 0 || !checkArgs(type, op)) return;
-  op = kernelOp(op);
-  if (op == weftAvg) op = weftSum;
-  kernels()->binary[type][op](dst, a, b, count, 1);
+  kernels()->binary[type][weftElemOp(op, 0)](dst, a, b, count, 1);
 }
 
 void weftReduceFinal(void *dst, const void *a, const void *b, size_t count,
                      weftDataType_t type, weftRedOp_t op, int nranks) {
   if (count == 0 || !checkArgs(type, op)) return;
-  kernels()->binary[type][kernelOp(op)](dst, a, b, count, nranks < 1 ? 1 : nranks);
+  kernels()->binary[type][weftElemOp(op, 1)](dst, a, b, count, nranks < 1 ? 1 : nranks);
 }
 
 /* The Prod kernel against a block of copies of the scalar: the same bits as weftProd of each
