@@ -230,7 +230,6 @@ static long everyCallBody(weftComm_t comm, int rank, int n, void *arg) {
 Test(devcoll, every_call_threads_3) { cr_expect_eq(runRanks(1, 3, everyCallBody, NULL, 240), 0); }
 Test(devcoll, every_call_procs_2) { cr_expect_eq(runRanks(2, 1, everyCallBody, NULL, 240), 0); }
 Test(devcoll, every_call_procs_4) { cr_expect_eq(runRanks(4, 1, everyCallBody, NULL, 240), 0); }
-Test(devcoll_gpu, every_call_procs_2) { cr_expect_eq(runRanks(2, 1, everyCallBody, NULL, 240), 0); }
 Test(devcoll_gpu, every_call_threads_4) { cr_expect_eq(runRanks(1, 4, everyCallBody, NULL, 240), 0); }
 
 /* ---- The call returns while its stream is held; the result comes when the stream runs ---- */
@@ -430,31 +429,55 @@ Test(devcoll, abort_skips_the_calls_queued) { endCase(1); }
 /* ---- A dead peer: every survivor's stream goes on, and the error is the communicator's ---- */
 
 struct deadShared {
-  long failures[3];
-  int64_t ms[3];
+  int midCall; /* the last rank dies inside its calls (a thread kills it), else before them */
+  long failures[4];
+  int64_t ms[4];
 };
+
+static void *killLater(void *arg) {
+  (void)arg;
+  usleep(50000);
+  raise(SIGKILL);
+  return NULL;
+}
+
+/* Calls until one fails (the sticky error then refuses the next), syncing the stream after
+ * each: every sync returns, since a failed call still raises its flag. Returns the calls made. */
+static int callUntilFailed(weftComm_t comm, struct dbuf *b, size_t count, void *stream, weftResult_t *async) {
+  int calls = 0;
+  *async = weftSuccess;
+  while (*async == weftSuccess && calls < 10000) {
+    if (weftAllReduce(b->d, (char *)b->d + count * 4, count, weftInt32, weftSum, comm, stream) != weftSuccess) {
+      weftCommGetAsyncError(comm, async);
+      if (*async == weftSuccess) *async = weftInternalError; /* refused without a sticky error */
+      break;
+    }
+    calls++;
+    dev()->streamSync(stream);
+    weftCommGetAsyncError(comm, async);
+  }
+  return calls;
+}
 
 static void deadMain(void *shared, weftUniqueId id, int rank, int nranks) {
   struct deadShared *s = shared;
   weftComm_t comm;
   if (weftCommInitRank(&comm, nranks, id, rank) != weftSuccess) _exit(1);
-  if (rank == nranks - 1) raise(SIGKILL); /* gone before its first call */
+  pthread_t killer;
+  if (rank == nranks - 1 && !s->midCall) raise(SIGKILL); /* gone before its first call */
+  if (rank == nranks - 1) pthread_create(&killer, NULL, killLater, NULL);
   void *stream;
-  const size_t count = 1 << 20;
+  const size_t count = 1 << 22;
   struct dbuf b;
   long bad = dev()->streamCreate(&stream) != weftSuccess || dalloc(&b, 2 * count * 4) != 0;
   int64_t t0 = forkedNowMs();
-  if (!bad && weftAllReduce(b.d, (char *)b.d + count * 4, count, weftInt32, weftSum, comm, stream) != weftSuccess) bad++;
-  dev()->streamSync(stream); /* returns: the flag rose although the call failed */
-  weftResult_t async = weftSuccess;
-  weftCommGetAsyncError(comm, &async);
+  weftResult_t async;
+  callUntilFailed(comm, &b, count, stream, &async);
   s->ms[rank] = forkedNowMs() - t0;
   if (async != weftRemoteError) {
     fprintf(stderr, "rank %d: async error %d, not weftRemoteError: %s\n", rank, (int)async, weftGetLastError(comm));
     bad++;
   }
-  /* The next call is refused with the sticky error. */
-  if (weftAllReduce(b.d, b.d, count, weftInt32, weftSum, comm, stream) == weftSuccess) bad++;
   weftCommAbort(comm);
   dev()->free(b.d);
   dev()->streamDestroy(stream);
@@ -462,14 +485,52 @@ static void deadMain(void *shared, weftUniqueId id, int rank, int nranks) {
   _exit(0);
 }
 
-Test(devcoll, dead_peer_fails_every_survivor) {
+static void deadCase(int nranks, int midCall) {
   struct deadShared *s = forkedShared(sizeof *s);
-  for (int r = 0; r < 3; r++) s->failures[r] = -1;
-  pid_t pids[3];
-  forkedLaunch(3, deadMain, s, pids);
-  forkedReap(pids, 3, 60000);
-  for (int r = 0; r < 2; r++) {
+  s->midCall = midCall;
+  for (int r = 0; r < nranks; r++) s->failures[r] = -1;
+  pid_t pids[4];
+  forkedLaunch(nranks, deadMain, s, pids);
+  forkedReap(pids, nranks, 60000);
+  for (int r = 0; r < nranks - 1; r++) {
     cr_expect_eq(s->failures[r], 0, "rank %d: %ld failures", r, s->failures[r]);
     cr_expect_lt(s->ms[r], 30000, "rank %d took %lld ms to fail", r, (long long)s->ms[r]);
   }
 }
+
+Test(devcoll, dead_peer_before_its_calls) { deadCase(3, 0); }
+Test(devcoll, dead_peer_mid_call) { deadCase(3, 1); }
+Test(devcoll_gpu, kill_9_mid_call_procs_4) { deadCase(4, 1); }
+
+/* ---- On a GPU: every call, type and op, 1 to 8 ranks ---- */
+
+/* Every call x every type x every op where it reduces (avg on floats) x counts x in place. */
+static long fullMatrixBody(weftComm_t comm, int rank, int n, void *arg) {
+  (void)arg;
+  void *stream;
+  if (dev()->streamCreate(&stream) != weftSuccess) return 1;
+  long bad = 0;
+  for (size_t k = 0; k < sizeof colls / sizeof colls[0]; k++)
+    for (int t = 0; t < weftNumTypes; t++)
+      for (int op = 0; op < (reduces(colls[k]) ? weftNumOps : 1); op++)
+        for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+          for (int inPlace = 0; inPlace < 2; inPlace++) {
+            if (op == weftAvg && !weftTypeIsFloat((weftDataType_t)t)) continue;
+            if (inPlace && colls[k] != weftCollAllReduce && colls[k] != weftCollAllGather &&
+                colls[k] != weftCollReduceScatter)
+              continue;
+            struct devCase c = {colls[k], counts[i], (weftDataType_t)t, (weftRedOp_t)op,
+                                (int)(i % (size_t)n), inPlace};
+            bad += runCase(comm, &c, rank, n, stream);
+          }
+  dev()->streamDestroy(stream);
+  return bad;
+}
+
+Test(devcoll_gpu, full_matrix_procs_1) { cr_expect_eq(runRanks(1, 1, fullMatrixBody, NULL, 280), 0); }
+Test(devcoll_gpu, full_matrix_procs_2) { cr_expect_eq(runRanks(2, 1, fullMatrixBody, NULL, 280), 0); }
+Test(devcoll_gpu, full_matrix_procs_4) { cr_expect_eq(runRanks(4, 1, fullMatrixBody, NULL, 280), 0); }
+Test(devcoll_gpu, full_matrix_procs_8) { cr_expect_eq(runRanks(8, 1, fullMatrixBody, NULL, 280), 0); }
+/* The same matrix on the emulated device, so that its checks are known right before a GPU
+ * runs them. */
+Test(devcoll, full_matrix_procs_3) { cr_expect_eq(runRanks(3, 1, fullMatrixBody, NULL, 280), 0); }
