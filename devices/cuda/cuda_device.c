@@ -67,11 +67,22 @@ static void countExplain(cudaError_t err) {
              cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
+/* CUDA does not survive fork: a child of a process that started it cannot use it, and no
+ * device pointer of the parent's is valid there, so in the child every buffer is host memory
+ * (its calls on host buffers work as in any process) and count() says why. */
+static void forgetDevicesInChild(void) {
+  if (devCount == 0) return;
+  devCount = 0;
+  snprintf(countWhy, sizeof countWhy, "no GPU: this process was forked after its parent started "
+           "CUDA, which does not work in a forked child (start CUDA after fork, or exec)");
+}
+
 static void countProbe(void) {
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err == cudaSuccess && n > 0) {
     devCount = n;
+    pthread_atfork(NULL, NULL, forgetDevicesInChild);
     return;
   }
   if (err == cudaSuccess) snprintf(countWhy, sizeof countWhy, "no GPU: the CUDA runtime finds no device");
