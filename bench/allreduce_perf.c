@@ -7,9 +7,10 @@
  * The options, table and timing loop are bench/perf_*.c's (docs/benchmark.md). */
 #include "perf_weft.h"
 
-static void allReduce(void *comm, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void allReduce(void *comm, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
   (void)root;
-  weftResult_t res = weftAllReduce(send, recv, count, perfWeftTypes[type], perfWeftOps[op], comm, NULL);
+  weftResult_t res = weftAllReduce(send, recv, count, perfWeftTypes[type], perfWeftOps[op], comm, stream);
   perfWeftCheck(res, comm, "weftAllReduce", count, type, op, -1);
 }
 
