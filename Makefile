@@ -105,6 +105,12 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(filter-out $(BENCH_COMMON)
 # checks that the wrong element is reported.
 BENCH_WRONG_BINS := $(patsubst bench/%.c,$(BUILD)/tests/bench/%,$(filter-out bench/mpi_%.c bench/init_perf.c bench/memcpy_perf.c \
   $(BENCH_COMMON),$(wildcard bench/*.c)))
+# The weft benchmarks again, on an emulated device (tests/common/emudev.c, installed before main
+# by tests/bench/emu_install.c): their device-buffer path, checked by
+# tests/bench/test-perf-device.sh where no GPU is; emu-wrong/allreduce_perf also has
+# wrong_result.c, whose changed element must be reported there too.
+BENCH_EMU_BINS := $(patsubst $(BUILD)/tests/bench/%,$(BUILD)/tests/bench/emu/%,$(BENCH_WRONG_BINS)) \
+  $(BUILD)/tests/bench/emu-wrong/allreduce_perf
 # Installed commands (tools/*.c), linked with libweft.a: they print the library's own tables.
 TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 # weft-sim's model (tools/sim/*.c: fabric, schedules from the algorithms' own run(), engine),
@@ -135,7 +141,7 @@ tools: $(TOOL_BINS)
 lib: $(BUILD)/libweft.so $(BUILD)/$(SONAME) $(BUILD)/libweft.a
 benches: $(BENCH_BINS) $(EXAMPLE_BINS)
 tests: $(UNIT_BINS) $(TRANSPORT_TEST_BINS) $(COLL_BINS) $(NET_BINS) $(FAULT_BINS) $(MPI_TEST_BINS) \
-  $(TEST_TOOL_BINS) $(TSAN_BINS) $(BENCH_WRONG_BINS) $(SIM_TEST_BINS)
+  $(TEST_TOOL_BINS) $(TSAN_BINS) $(BENCH_WRONG_BINS) $(BENCH_EMU_BINS) $(SIM_TEST_BINS)
 
 # Installs missing packages once per build tree (and again when install-deps.sh changes).
 $(DEPS_STAMP): install-deps.sh
@@ -185,6 +191,17 @@ $(BUILD)/tests/bench/%: bench/%.c tests/bench/wrong_result.c $(BENCH_COMMON) $(w
   $(BUILD)/libweft.a include/weft.h
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) $< tests/bench/wrong_result.c $(BENCH_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
+
+BENCH_EMU_DEPS := tests/bench/emu_install.c $(TEST_COMMON) $(wildcard tests/common/*.h) $(BENCH_COMMON) \
+  $(wildcard bench/*.h) $(BUILD)/libweft.a include/weft.h
+$(BUILD)/tests/bench/emu/%: bench/%.c $(BENCH_EMU_DEPS)
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -Itests/common $< tests/bench/emu_install.c $(TEST_COMMON) $(BENCH_COMMON) \
+	  -o $@ $(BUILD)/libweft.a $(LIBS)
+$(BUILD)/tests/bench/emu-wrong/%: bench/%.c tests/bench/wrong_result.c $(BENCH_EMU_DEPS)
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -Itests/common $< tests/bench/emu_install.c tests/bench/wrong_result.c \
+	  $(TEST_COMMON) $(BENCH_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
 
 $(BUILD)/tools/%: tools/%.c $(BUILD)/libweft.a
 	@mkdir -p $(dir $@)

@@ -4,9 +4,10 @@
  * (docs/benchmark.md). */
 #include "perf_weft.h"
 
-static void allGather(void *comm, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void allGather(void *comm, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
   (void)op, (void)root;
-  weftResult_t res = weftAllGather(send, recv, count, perfWeftTypes[type], comm, NULL);
+  weftResult_t res = weftAllGather(send, recv, count, perfWeftTypes[type], comm, stream);
   perfWeftCheck(res, comm, "weftAllGather", count, type, -1, -1);
 }
 

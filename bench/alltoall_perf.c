@@ -3,9 +3,10 @@
  * form (N/A). Ranks and flags as allreduce_perf (docs/benchmark.md). */
 #include "perf_weft.h"
 
-static void alltoAll(void *comm, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void alltoAll(void *comm, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
   (void)op, (void)root;
-  weftResult_t res = weftAlltoAll(send, recv, count, perfWeftTypes[type], comm, NULL);
+  weftResult_t res = weftAlltoAll(send, recv, count, perfWeftTypes[type], comm, stream);
   perfWeftCheck(res, comm, "weftAlltoAll", count, type, -1, -1);
 }
 

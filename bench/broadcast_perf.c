@@ -3,9 +3,10 @@
  * (docs/benchmark.md). */
 #include "perf_weft.h"
 
-static void broadcast(void *comm, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void broadcast(void *comm, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
   (void)op;
-  weftResult_t res = weftBroadcast(send, recv, count, perfWeftTypes[type], root, comm, NULL);
+  weftResult_t res = weftBroadcast(send, recv, count, perfWeftTypes[type], root, comm, stream);
   perfWeftCheck(res, comm, "weftBroadcast", count, type, -1, root);
 }
 

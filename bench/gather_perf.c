@@ -5,9 +5,10 @@
  * allreduce_perf (docs/benchmark.md). */
 #include "perf_weft.h"
 
-static void gather(void *comm, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void gather(void *comm, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
   (void)op;
-  weftResult_t res = weftGather(send, recv, count, perfWeftTypes[type], root, comm, NULL);
+  weftResult_t res = weftGather(send, recv, count, perfWeftTypes[type], root, comm, stream);
   perfWeftCheck(res, comm, "weftGather", count, type, -1, root);
 }
 

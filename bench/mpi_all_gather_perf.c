@@ -3,7 +3,9 @@
  * part at its place in the receive buffer) is MPI's MPI_IN_PLACE. */
 #include "perf_mpi.h"
 
-static void allGather(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void allGather(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
+  (void)stream; /* host buffers only: no stream */
   (void)op, (void)root;
   const perfWorld *w = ctx;
   int n = perfMpiCount(count, "MPI_Allgather");

@@ -5,7 +5,9 @@
  *          build/bench/mpi_allreduce_perf -b 8 -e 256M -f 2 */
 #include "perf_mpi.h"
 
-static void allReduce(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void allReduce(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
+  (void)stream; /* host buffers only: no stream */
   (void)ctx, (void)root;
   int rc = MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, perfMpiCount(count, "MPI_Allreduce"),
                          perfMpiType(type, 1), perfMpiOp(op), MPI_COMM_WORLD);

@@ -3,7 +3,9 @@
  * (NCCL has no in-place AlltoAll). */
 #include "perf_mpi.h"
 
-static void alltoAll(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void alltoAll(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
+  (void)stream; /* host buffers only: no stream */
   (void)ctx, (void)op, (void)root;
   int n = perfMpiCount(count, "MPI_Alltoall");
   MPI_Datatype t = perfMpiType(type, 0);

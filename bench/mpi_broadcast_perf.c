@@ -6,7 +6,9 @@
 
 #include "perf_mpi.h"
 
-static void broadcast(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void broadcast(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
+  (void)stream; /* host buffers only: no stream */
   (void)op;
   const perfWorld *w = ctx;
   int n = perfMpiCount(count, "MPI_Bcast");

@@ -3,7 +3,9 @@
  * the other ranks pass no receive buffer, which MPI reads on the root only. */
 #include "perf_mpi.h"
 
-static void reduce(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void reduce(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
+  (void)stream; /* host buffers only: no stream */
   const perfWorld *w = ctx;
   int isRoot = w->rank == root;
   int rc = MPI_Reduce(isRoot && send == recv ? MPI_IN_PLACE : send, isRoot ? recv : NULL,

@@ -7,7 +7,9 @@
 
 #include "perf_mpi.h"
 
-static void reduceScatter(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void reduceScatter(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
+  (void)stream; /* host buffers only: no stream */
   (void)root;
   const perfWorld *w = ctx;
   int n = perfMpiCount(count, "MPI_Reduce_scatter_block");

@@ -4,7 +4,9 @@
  * send buffer, which MPI reads on the root only. */
 #include "perf_mpi.h"
 
-static void scatter(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void scatter(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
+  (void)stream; /* host buffers only: no stream */
   (void)op;
   const perfWorld *w = ctx;
   int n = perfMpiCount(count, "MPI_Scatter");

@@ -3,7 +3,9 @@
  * rank per MPI process). Out of place only, as sendrecv_perf. */
 #include "perf_mpi.h"
 
-static void sendRecv(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void sendRecv(void *ctx, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
+  (void)stream; /* host buffers only: no stream */
   (void)op, (void)root;
   const perfWorld *w = ctx;
   int n = perfMpiCount(count, "MPI_Sendrecv");

@@ -91,6 +91,10 @@ long long perfCheckResult(perfData *d, const perfShape *s, const perfCase *k, co
   return wrong;
 }
 
+size_t perfCheckRecvBytes(const perfCase *k, int inPlace) {
+  return perfLayoutOf(k, inPlace).end * k->esize + PERF_GUARD;
+}
+
 void perfCheckRestore(const perfData *d, const perfCase *k, char *recv, int inPlace) {
   perfLayout l = perfLayoutOf(k, inPlace);
   perfFill(recv, d->input, 0, l.end + PERF_GUARD / d->esize, d->esize);

@@ -31,6 +31,9 @@ void perfCheckPrepare(const perfData *d, const perfCase *k, char *send, char *re
  * undefined). The data must have been made with the reduction if the shape reduces. */
 long long perfCheckResult(perfData *d, const perfShape *s, const perfCase *k, const char *send,
                           const char *recv, int inPlace, int rank, int nRanks);
+/* The bytes from recv's start that Prepare writes, Result reads and Restore rewrites (the
+ * result, in place the extent, and the guard): what device buffers copy to and from. */
+size_t perfCheckRecvBytes(const perfCase *k, int inPlace);
 /* Then: valid numbers where the sentinel was, so that later timed calls reduce ordinary
  * numbers (sentinel products would underflow to slow subnormals). */
 void perfCheckRestore(const perfData *d, const perfCase *k, char *recv, int inPlace);

@@ -28,6 +28,6 @@ int perfMpiCount(size_t count, const char *call);
 void perfMpiCheck(int rc, const char *call, size_t count, int type, int op, int root);
 
 /* perfBench fields of every MPI baseline. */
-#define PERF_MPI_RANKS .alwaysMpi = 1, .library = perfMpiLibrary, .setup = perfMpiSetup
+#define PERF_MPI_RANKS .hostOnly = 1, .alwaysMpi = 1, .library = perfMpiLibrary, .setup = perfMpiSetup
 
 #endif

@@ -13,7 +13,10 @@
 static void perfUsage(const char *tool) {
   printf("USAGE: %s\n"
          "\t[-t,--nthreads <ranks as threads per process>]\n"
-         "\t[-g,--ngpus <must be 1: host buffers>]\n"
+         "\t[-g,--ngpus <must be 1: one GPU per rank, shared when there are fewer GPUs than ranks>]\n"
+         "\t[-B,--buffers <auto/device/host> auto: device buffers where a GPU is usable, host "
+         "buffers otherwise; device: no GPU is an error (mpi_*_perf: host buffers only, device "
+         "refused)]\n"
          "\t[-b,--minbytes <min size in bytes, K/M/G suffixes>]\n"
          "\t[-e,--maxbytes <max size in bytes, K/M/G suffixes>]\n"
          "\t[-i,--stepbytes <increment size>]\n"
@@ -109,6 +112,18 @@ static int perfParseRoot(const char *s, int *out) {
   return perfParseInt(s, -1, INT_MAX, out);
 }
 
+/* -B auto / device / host. */
+static int perfParseBuffers(const char *s, int *out) {
+  static const char *const names[] = {"auto", "device", "host"};
+  for (int i = 0; i < 3; i++) {
+    if (strcmp(s, names[i]) == 0) {
+      *out = i; /* PERF_BUF_AUTO, PERF_BUF_DEVICE, PERF_BUF_HOST */
+      return 0;
+    }
+  }
+  return -1;
+}
+
 static void perfDefaults(perfOpts *o) {
   memset(o, 0, sizeof(*o));
   o->minBytes = o->maxBytes = 32u << 20; /* nccl-tests' defaults */
@@ -142,6 +157,7 @@ static const char *perfParseFlag(int c, const char *arg, perfOpts *o) {
   case 'c': ok = perfParseInt(arg, 0, INT_MAX, &o->check) == 0; break;
   case 't': ok = perfParseInt(arg, 1, 4096, &o->nThreads) == 0; break;
   case 'g': ok = perfParseInt(arg, 0, INT_MAX, &o->nGpus) == 0; break;
+  case 'B': ok = perfParseBuffers(arg, &o->buffers) == 0; break;
   case 'a': ok = perfParseInt(arg, 0, 3, &o->average) == 0; break;
   case 'z': ok = perfParseInt(arg, 0, 3, &o->blocking) == 0; break;
   case 'p': ok = perfParseInt(arg, 0, 1, &o->parallelInit) == 0; break;
@@ -197,7 +213,7 @@ int perfSweepHasType(const perfOpts *o, int type) {
 static const char *perfCheckOpts(const perfOpts *o) {
   if (o->minBytes > o->maxBytes) return "minbytes (-b) is larger than maxbytes (-e)";
   if (o->stepFactor <= 1 && o->stepBytes == 0) return "stepbytes (-i) must be > 0 without -f";
-  if (o->nGpus != 1) return "-g must be 1: weft benchmarks use host (CPU) buffers only";
+  if (o->nGpus != 1) return "-g must be 1: one GPU per rank (ranks share GPUs when there are fewer)";
   if ((long long)o->iters * o->aggIters > INT_MAX) return "iters (-n) x agg_iters (-m) is too large";
   return NULL;
 }
@@ -232,11 +248,11 @@ int perfParseArgs(int argc, char **argv, perfOpts *o, const char *tool) {
     {"device_cta_count", required_argument, 0, 'V'}, {"memory", required_argument, 0, 'M'},
     {"unalign", required_argument, 0, 'u'}, {"per_iter_timing", required_argument, 0, 'I'},
     {"per_iter_skip", required_argument, 0, 'K'}, {"algo", required_argument, 0, 'A'},
-    {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    {"buffers", required_argument, 0, 'B'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   int quiet = perfEnvRank() != 0, c;
   perfDefaults(o);
   opterr = 0; /* our own message, from one process */
-  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:G:C:a:R:x:D:V:J:S:M:u:A:h",
+  while ((c = getopt_long(argc, argv, "t:g:B:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:G:C:a:R:x:D:V:J:S:M:u:A:h",
                           longopts, NULL)) != -1) {
     if (c == 'h') {
       if (!quiet) perfUsage(tool);

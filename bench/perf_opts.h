@@ -5,11 +5,16 @@
 
 #include <stddef.h>
 
+/* -B: device buffers where the build's accelerator runtime has a device (auto), demanded
+ * (device: none is a fatal error), or host buffers whatever there is. */
+enum { PERF_BUF_AUTO, PERF_BUF_DEVICE, PERF_BUF_HOST };
+
 typedef struct {
   size_t minBytes, maxBytes, stepBytes, stepFactor;
   int iters, warmup, aggIters;
   int check; /* -c: validation rounds after each measurement (0: none) */
   int nThreads, nGpus, average, blocking, parallelInit;
+  int buffers; /* -B (not in nccl-tests): PERF_BUF_AUTO, PERF_BUF_DEVICE or PERF_BUF_HOST */
   int type, op; /* index in perfTypes / perfOpNames, or PERF_ALL */
   int root;     /* -r: the root of rooted collectives, or PERF_ALL (-r all, or nccl-tests' -1) */
   const char *rootGiven, *opGiven; /* -r's and -o's values as given (NULL: not given) */

@@ -109,7 +109,7 @@ void perfReportOpen(const perfOpts *o, int argc, char **argv, const char *librar
   JSON_END();
 }
 
-void perfPrintHeader(const perfOpts *o, const char *library, const char *const *notes) {
+void perfPrintHeader(const perfOpts *o, const char *library, const char *const *notes, const perfMemory *mem) {
   int factor = o->stepFactor > 1;
   printf("# %s\n", library);
   for (; notes && *notes; notes++) printf("# %s\n", *notes);
@@ -135,6 +135,7 @@ void perfPrintHeader(const perfOpts *o, const char *library, const char *const *
   if (o->ctaPolicy >= 0) printf("# -x %d: no CTAs with host buffers: no CTA policy to set\n", o->ctaPolicy);
   if (o->deviceImpl) printf("# -D %d: no device implementation with host buffers\n", o->deviceImpl);
   if (o->deviceCtas != 16) printf("# -V %d: no device implementation with host buffers\n", o->deviceCtas);
+  perfMemoryHeader(mem);
   printf("#\n");
   if (!js.f) return;
   JSON_BEGIN();
@@ -164,18 +165,19 @@ void perfPrintHeader(const perfOpts *o, const char *library, const char *const *
 }
 
 typedef struct {
-  int rank, pid;
+  int rank, pid, device;
   char host[64];
 } perfDevice;
 
 /* "# Using devices": one line per rank, gathered to world rank 0 in rank order. */
-void perfPrintDevices(int nThreads, const perfWorld *w) {
+void perfPrintDevices(int nThreads, const perfWorld *w, const perfMemory *mem) {
   char host[64] = "?";
   gethostname(host, sizeof(host) - 1);
   perfDevice *devs = calloc((size_t)nThreads, sizeof(perfDevice) * (size_t)(w->rank == 0 ? w->size : 1));
   if (!devs) perfFatal("out of memory");
   for (int i = 0; i < nThreads; i++) {
     devs[i].rank = w->rank * nThreads + i;
+    devs[i].device = mem->ops ? perfMemoryDeviceOf(mem, devs[i].rank) : 0;
     devs[i].pid = (int)getpid();
     memcpy(devs[i].host, host, sizeof(host));
   }
@@ -187,8 +189,8 @@ void perfPrintDevices(int nThreads, const perfWorld *w) {
     size_t n = (size_t)w->size * (size_t)nThreads;
     printf("# Using devices\n");
     for (size_t i = 0; i < n; i++) {
-      printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [cpu]\n", devs[i].rank, 0, devs[i].pid,
-             devs[i].host, 0);
+      printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s]\n", devs[i].rank, 0, devs[i].pid,
+             devs[i].host, devs[i].device, perfMemoryTag(mem));
     }
     fflush(stdout);
     JSON_BEGIN();
@@ -201,9 +203,9 @@ void perfPrintDevices(int nThreads, const perfWorld *w) {
         perfJsonKeyInt(&js, "group", 0);
         perfJsonKeyInt(&js, "pid", devs[i].pid);
         perfJsonKeyStr(&js, "hostname", devs[i].host);
-        perfJsonKeyInt(&js, "device", 0);
-        perfJsonKeyStr(&js, "device_hex", "cpu");
-        perfJsonKeyStr(&js, "device_info", "host memory");
+        perfJsonKeyInt(&js, "device", devs[i].device);
+        perfJsonKeyStr(&js, "device_hex", perfMemoryTag(mem));
+        perfJsonKeyStr(&js, "device_info", mem->ops ? "device memory" : "host memory");
         perfJsonClose(&js);
       }
       perfJsonClose(&js);

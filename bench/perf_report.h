@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "perf_device.h"
 #include "perf_opts.h"
 #include "perf_team.h"
 
@@ -21,10 +22,11 @@ void perfIterStatsOf(const double *t, int n, perfIterStats *s);
  * identity; says on stdout where it writes, or why it does not. */
 void perfReportOpen(const perfOpts *o, int argc, char **argv, const char *library);
 /* notes: NULL-terminated, a "# " line each after the library's. */
-void perfPrintHeader(const perfOpts *o, const char *library, const char *const *notes);
+void perfPrintHeader(const perfOpts *o, const char *library, const char *const *notes, const perfMemory *mem);
 /* "# Links": every rank's line from links(ctx, ...) (collective over the ranks), in rank order. */
 void perfPrintLinks(perfTeam *t, int tid, void (*links)(void *ctx, char *line, size_t len), void *ctx);
-void perfPrintDevices(int nThreads, const perfWorld *w);
+/* "# Using devices": each rank's device (host buffers: device 0 [cpu]). */
+void perfPrintDevices(int nThreads, const perfWorld *w, const perfMemory *mem);
 void perfPrintTableHeader(const perfOpts *o);
 /* A "#" line, on stdout only. */
 void perfPrintNote(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

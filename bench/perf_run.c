@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "perf_check.h"
+#include "perf_device.h"
 #include "perf_report.h"
 
 typedef struct {
@@ -19,9 +20,12 @@ typedef struct {
   void *shared, *ctx;
   int tid, rank, nRanks;
   int printer;                /* world rank 0, thread 0: prints the table */
-  char *sendBase, *recvBase;  /* cap + PERF_GUARD + room for -u, each */
+  const perfMemory *mem;      /* host or device buffers (perf_device.h) */
+  perfDevRank dev;            /* device buffers: the buffers the calls get, and their stream */
+  char *sendBase, *recvBase;  /* cap + PERF_GUARD + room for -u, each (device: the mirrors) */
   size_t cap;                 /* the most bytes a call sends or receives */
-  char *send, *recv;          /* past -u's elements of the current type */
+  char *send, *recv;          /* past -u's elements of the current type (host memory) */
+  char *callSend, *callRecv;  /* what the calls get: send / recv, or the device buffers' same */
   double *iterSec;            /* -I: each iteration's seconds */
   _Atomic double busySince;   /* -T: when the wait in progress started; 0: none */
   _Atomic size_t busyCount;   /* the collective's count, or PERF_IN_BARRIER */
@@ -109,7 +113,7 @@ static void perfBusy(perfRank *r, size_t what, double since) {
 static void perfCall(perfRank *r, const void *send, void *recv, const perfCase *k) {
   double timeout = r->opts->timeout, t0 = 0;
   if (timeout > 0) perfBusy(r, k->count, t0 = perfNow());
-  r->bench->run(r->ctx, send, recv, k->count, k->type, k->op, k->root);
+  r->bench->run(r->ctx, send, recv, k->count, k->type, k->op, k->root, r->dev.stream);
   if (timeout > 0) {
     perfBusy(r, 0, 0.0);
     double took = perfNow() - t0;
@@ -122,6 +126,34 @@ static void perfBarrier(perfRank *r) {
   if (r->opts->timeout > 0) perfBusy(r, PERF_IN_BARRIER, perfNow());
   perfTeamBarrier(r->team, r->tid);
   if (r->opts->timeout > 0) perfBusy(r, 0, 0.0);
+}
+
+/* Device buffers: waits for the rank's stream, watched by -T as a call (a collective that
+ * hangs hangs here). Nothing on host buffers, whose calls have returned with their result. */
+static void perfWait(perfRank *r, const perfCase *k) {
+  if (!r->dev.ops) return;
+  double timeout = r->opts->timeout, t0 = 0;
+  if (timeout > 0) perfBusy(r, k->count, t0 = perfNow());
+  perfDevSync(&r->dev);
+  if (timeout > 0) {
+    perfBusy(r, 0, 0.0);
+    double took = perfNow() - t0;
+    if (took > timeout) perfTimedOut(r, k->count, took, 1);
+  }
+}
+
+/* Device buffers: the host mirrors' first sendBytes / recvBytes to the device buffers (up) or
+ * back (down), then waits for them; nothing on host buffers. */
+static void perfCopyUp(perfRank *r, size_t sendBytes, size_t recvBytes) {
+  perfDevCopy(&r->dev, r->callSend, r->send, sendBytes);
+  perfDevCopy(&r->dev, r->callRecv, r->recv, recvBytes);
+  perfDevSync(&r->dev);
+}
+
+static void perfCopyDown(perfRank *r, size_t sendBytes, size_t recvBytes) {
+  perfDevCopy(&r->dev, r->send, r->callSend, sendBytes);
+  perfDevCopy(&r->dev, r->recv, r->callRecv, recvBytes);
+  perfDevSync(&r->dev);
 }
 
 static double perfReduce(perfRank *r, double v, int mode) {
@@ -154,6 +186,7 @@ static void perfRankAlloc(perfRank *r) {
     perfFatal("rank %d: cannot allocate 2 x %zu bytes", r->rank, r->cap + pad);
   r->sendBase = s;
   r->recvBase = v;
+  perfDevRankInit(&r->dev, r->mem, r->rank, r->cap + pad);
   if (r->opts->perIter) {
     r->iterSec = calloc((size_t)r->opts->iters, sizeof(double));
     if (!r->iterSec) perfFatal("out of memory");
@@ -165,6 +198,7 @@ static size_t perfRankBytes(const perfRank *r) {
 }
 
 static void perfRankFree(perfRank *r) {
+  perfDevRankFree(&r->dev);
   free(r->sendBase);
   free(r->recvBase);
   free(r->iterSec);
@@ -175,20 +209,24 @@ static void perfRankFree(perfRank *r) {
 static void perfCollAt(perfRank *r, const perfCase *k, int inPlace, int iter) {
   size_t steps = k->rowBytes ? r->cap / k->rowBytes : 1;
   size_t shift = k->rowBytes * ((size_t)iter % (steps ? steps : 1));
-  char *recv = r->recv + shift;
-  const char *send = inPlace ? recv + k->sendInplace : r->send + shift;
+  char *recv = r->callRecv + shift;
+  const char *send = inPlace ? recv + k->sendInplace : r->callSend + shift;
   perfCall(r, send, inPlace ? recv + k->recvInplace : recv, k);
 }
 
 /* Seconds (and CPU seconds) per collective on this rank, iterations started together after a
  * barrier; -I: each iteration's seconds in iterSec. -z 1 puts a barrier after every call, -z 3
- * after every iteration, outside the time (-z 2 is -z 0: every call waits for its result). */
+ * after every iteration, outside the time (-z 2 is -z 0: every call waits for its result).
+ * Device buffers, as nccl-tests: the calls are enqueued and the stream is waited for before
+ * the clock is read (after all iterations; each one's with -I or -z 3), and before a -z 1 / 3
+ * barrier; -z 2 waits after each call (each group of -m calls). */
 static void perfTime(perfRank *r, const perfCase *k, int inPlace, double *sec, double *cpu) {
   const perfOpts *o = r->opts;
   int n = o->iters, agg = o->aggIters, each = o->perIter || o->blocking == 3, z3 = o->blocking == 3;
   int useCpu = o->cputime; /* the thread's CPU clock is a system call: read only for -C */
   int grouped = agg > 1 && o->blocking != 1 && r->bench->groupStart != NULL;
   perfCollAt(r, k, inPlace, 0); /* sync, as nccl-tests */
+  perfWait(r, k);
   perfBarrier(r);
   double c0 = useCpu ? perfCpuNow() : 0, t0 = perfNow(), inside = 0, insideCpu = 0;
   for (int i = 0; i < n; i++) {
@@ -196,10 +234,13 @@ static void perfTime(perfRank *r, const perfCase *k, int inPlace, double *sec, d
     if (grouped) r->bench->groupStart(r->ctx);
     for (int a = 0; a < agg; a++) {
       perfCollAt(r, k, inPlace, i * agg + a);
-      if (o->blocking == 1) perfBarrier(r);
+      if (o->blocking == 2 && !grouped) perfWait(r, k);
+      if (o->blocking == 1) perfWait(r, k), perfBarrier(r);
     }
     if (grouped) r->bench->groupEnd(r->ctx);
+    if (grouped && o->blocking == 2) perfWait(r, k);
     if (each) {
+      perfWait(r, k);
       double took = perfNow() - ti;
       if (o->perIter) r->iterSec[i] = took / agg;
       if (z3) {
@@ -209,19 +250,27 @@ static void perfTime(perfRank *r, const perfCase *k, int inPlace, double *sec, d
       }
     }
   }
+  if (!z3) perfWait(r, k);
   double total = z3 ? inside : perfNow() - t0;
   double totalCpu = !useCpu ? 0 : z3 ? insideCpu : perfCpuNow() - c0;
   *sec = total / ((double)n * agg);
   *cpu = totalCpu / ((double)n * agg);
 }
 
-/* One untimed collective on known data (perf_check.h); returns this rank's wrong elements. */
+/* One untimed collective on known data (perf_check.h); returns this rank's wrong elements.
+ * Device buffers: the data is made and checked in the host mirrors, copied to the device
+ * before the call and back after it (the send buffer too, out of place: it must not change). */
 static long long perfValidate(perfRank *r, perfData *d, const perfCase *k, int inPlace) {
+  size_t recvBytes = perfCheckRecvBytes(k, inPlace), sendBytes = inPlace ? 0 : k->sendBytes;
   perfCheckPrepare(d, k, r->send, r->recv, inPlace);
+  perfCopyUp(r, sendBytes, recvBytes);
   perfBarrier(r); /* peers may read our buffers: all filled before any call */
   perfCollAt(r, k, inPlace, 0);
+  perfWait(r, k);
+  perfCopyDown(r, sendBytes, recvBytes);
   long long wrong = perfCheckResult(d, r->bench->shape, k, r->send, r->recv, inPlace, r->rank, r->nRanks);
   perfCheckRestore(d, k, r->recv, inPlace);
+  perfCopyUp(r, 0, recvBytes);
   return wrong;
 }
 
@@ -269,13 +318,18 @@ static void perfTimeTest(perfRank *r, int type, int op, int root) {
   const perfOpts *o = r->opts;
   const perfShape *shape = r->bench->shape;
   size_t esize = perfTypes[type].size;
-  r->send = r->sendBase + (size_t)o->unalign * esize; /* -u: nccl-tests' misalignment */
-  r->recv = r->recvBase + (size_t)o->unalign * esize;
+  size_t skip = (size_t)o->unalign * esize; /* -u: nccl-tests' misalignment */
+  r->send = r->sendBase + skip;
+  r->recv = r->recvBase + skip;
+  r->callSend = (r->dev.ops ? r->dev.send : r->sendBase) + skip;
+  r->callRecv = (r->dev.ops ? r->dev.recv : r->recvBase) + skip;
   perfData d;
   perfDataInit(&d, type, op, r->rank, r->nRanks, shape->reduces);
   /* Valid numbers in the whole buffers: the timed iterations walk all of them. */
-  perfFill(r->send, d.input, 0, (r->cap + PERF_GUARD) / esize, esize);
-  perfFill(r->recv, d.input, 0, (r->cap + PERF_GUARD) / esize, esize);
+  size_t filled = (r->cap + PERF_GUARD) / esize;
+  perfFill(r->send, d.input, 0, filled, esize);
+  perfFill(r->recv, d.input, 0, filled, esize);
+  perfCopyUp(r, filled * esize, filled * esize);
   perfBarrier(r);
   perfWarmup(r, o->maxBytes, type, op, root);
   perfWarmup(r, o->minBytes, type, op, root);
@@ -424,7 +478,8 @@ static void perfPrintMemoryReport(const perfRank *r, int nThreads) {
 }
 
 /* Thread 0 runs on the main thread: it is the one that calls MPI (MPI_THREAD_FUNNELED). */
-static int perfRunRanks(const perfOpts *o, const perfBench *b, const perfWorld *w, perfTeam *team, void *shared) {
+static int perfRunRanks(const perfOpts *o, const perfBench *b, const perfWorld *w, perfTeam *team, void *shared,
+                        const perfMemory *mem) {
   perfRank *rs = calloc((size_t)o->nThreads, sizeof(*rs));
   if (!rs) perfFatal("out of memory");
   for (int i = 0; i < o->nThreads; i++) {
@@ -432,6 +487,7 @@ static int perfRunRanks(const perfOpts *o, const perfBench *b, const perfWorld *
     r->opts = o;
     r->bench = b;
     r->team = team;
+    r->mem = mem;
     r->shared = shared;
     r->tid = i;
     r->rank = w->rank * o->nThreads + i;
@@ -471,7 +527,10 @@ int perfMain(int argc, char **argv, const perfBench *b) {
     return 1;
   }
   perfWorldInit(&w, b->alwaysMpi || perfEnvUnderMpi(), &argc, &argv);
-  if ((err = perfCheckRoot(&o, b, w.size * o.nThreads))) {
+  perfMemory mem;
+  err = perfCheckRoot(&o, b, w.size * o.nThreads);
+  if (!err) err = perfMemoryChoose(&mem, &o, b->hostOnly);
+  if (err) {
     if (w.rank == 0) fprintf(stderr, "%s: %s\n", b->tool, err);
     perfWorldFinalize();
     return 1;
@@ -482,12 +541,12 @@ int perfMain(int argc, char **argv, const perfBench *b) {
     const char *notes[4];
     perfNotes(&o, b, ignored, notes);
     perfReportOpen(&o, nArgs, args, library);
-    perfPrintHeader(&o, library, notes);
+    perfPrintHeader(&o, library, notes, &mem);
   }
-  perfPrintDevices(o.nThreads, &w);
+  perfPrintDevices(o.nThreads, &w, &mem);
   void *shared = b->setup ? b->setup(&w) : NULL;
   perfTeamInit(&team, o.nThreads, &w, perfUseMpi, o.perIter ? o.iters : 0);
-  int errors = perfRunRanks(&o, b, &w, &team, shared);
+  int errors = perfRunRanks(&o, b, &w, &team, shared, &mem);
   if (w.rank == 0) perfReportClose();
   perfTeamFree(&team);
   perfWorldFinalize();

@@ -15,16 +15,19 @@
 #include "perf_shape.h"
 #include "perf_team.h"
 
-/* The collective under test, on one rank; returns when recv holds the result, and reports its
- * own errors through perfFatal. root is -1 for collectives without one; op is 0 (sum) for
+/* The collective under test, on one rank; returns when recv holds the result (device buffers:
+ * once it is enqueued on stream; NULL for host buffers), and reports its own errors through
+ * perfFatal. root is -1 for collectives without one; op is 0 (sum) for
  * those without one. */
 typedef void (*perfCollFn)(void *ctx, const void *send, void *recv, size_t count, int type, int op,
-                           int root);
+                           int root, void *stream);
 
 typedef struct {
   const char *tool;       /* "allreduce_perf": usage and messages */
   const perfShape *shape; /* counts, busbw factor, result */
   perfCollFn run;
+  /* 1: host buffers only (the MPI baselines): -B device is refused, auto means host. */
+  int hostOnly;
   /* 1: MPI_Init even without a launcher (a benchmark of MPI itself); 0: only under mpirun. */
   int alwaysMpi;
   /* The first header line and the JSON "library": "weft version 0.1.0". Called after MPI_Init. */

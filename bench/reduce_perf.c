@@ -3,8 +3,9 @@
  * come back untouched. Ranks and flags as allreduce_perf (docs/benchmark.md). */
 #include "perf_weft.h"
 
-static void reduce(void *comm, const void *send, void *recv, size_t count, int type, int op, int root) {
-  weftResult_t res = weftReduce(send, recv, count, perfWeftTypes[type], perfWeftOps[op], root, comm, NULL);
+static void reduce(void *comm, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
+  weftResult_t res = weftReduce(send, recv, count, perfWeftTypes[type], perfWeftOps[op], root, comm, stream);
   perfWeftCheck(res, comm, "weftReduce", count, type, op, root);
 }
 

@@ -4,9 +4,10 @@
  * flags as allreduce_perf (docs/benchmark.md). */
 #include "perf_weft.h"
 
-static void reduceScatter(void *comm, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void reduceScatter(void *comm, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
   (void)root;
-  weftResult_t res = weftReduceScatter(send, recv, count, perfWeftTypes[type], perfWeftOps[op], comm, NULL);
+  weftResult_t res = weftReduceScatter(send, recv, count, perfWeftTypes[type], perfWeftOps[op], comm, stream);
   perfWeftCheck(res, comm, "weftReduceScatter", count, type, op, -1);
 }
 

@@ -4,9 +4,10 @@
  * each rank in turn. Ranks and flags as allreduce_perf (docs/benchmark.md). */
 #include "perf_weft.h"
 
-static void scatter(void *comm, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void scatter(void *comm, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
   (void)op;
-  weftResult_t res = weftScatter(send, recv, count, perfWeftTypes[type], root, comm, NULL);
+  weftResult_t res = weftScatter(send, recv, count, perfWeftTypes[type], root, comm, stream);
   perfWeftCheck(res, comm, "weftScatter", count, type, -1, root);
 }
 

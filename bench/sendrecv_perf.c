@@ -5,15 +5,16 @@
  * as allreduce_perf (docs/benchmark.md). */
 #include "perf_weft.h"
 
-static void sendRecv(void *comm, const void *send, void *recv, size_t count, int type, int op, int root) {
+static void sendRecv(void *comm, const void *send, void *recv, size_t count, int type, int op, int root,
+                 void *stream) {
   (void)op, (void)root;
   int rank = 0, n = 1;
   perfWeftCheck(weftCommUserRank(comm, &rank), comm, "weftCommUserRank", count, type, -1, -1);
   perfWeftCheck(weftCommCount(comm, &n), comm, "weftCommCount", count, type, -1, -1);
   weftDataType_t t = perfWeftTypes[type];
   perfWeftCheck(weftGroupStart(), comm, "weftGroupStart", count, type, -1, -1);
-  perfWeftCheck(weftSend(send, count, t, (rank + 1) % n, comm, NULL), comm, "weftSend", count, type, -1, -1);
-  perfWeftCheck(weftRecv(recv, count, t, (rank + n - 1) % n, comm, NULL), comm, "weftRecv", count, type, -1, -1);
+  perfWeftCheck(weftSend(send, count, t, (rank + 1) % n, comm, stream), comm, "weftSend", count, type, -1, -1);
+  perfWeftCheck(weftRecv(recv, count, t, (rank + n - 1) % n, comm, stream), comm, "weftRecv", count, type, -1, -1);
   perfWeftCheck(weftGroupEnd(), comm, "weftGroupEnd", count, type, -1, -1);
 }
 

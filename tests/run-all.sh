@@ -162,6 +162,7 @@ fi
 run_cmd "packaging: exports, SONAME, install/uninstall (tests/pkg/run.sh)" "$HERE/pkg/run.sh" "$BUILD"
 run_cmd "allreduce_perf -t 3 -d all -o all" "$BUILD/bench/allreduce_perf" -t 3 -b 1K -e 64K -f 8 -d all -o all -c 1 -n 2 -w 1
 run_cmd "allreduce_perf takes nccl-tests' flags" "$HERE/bench/test-perf-flags.sh" "$BUILD"
+run_cmd "*_perf on device buffers (emulated device)" "$HERE/bench/test-perf-device.sh" "$BUILD"
 
 # Ranks on several emulated hosts (network namespaces; needs root): 77 means skipped.
 note "multi-host: tests/mpi/run-multihost.sh $BUILD"
