@@ -15,7 +15,7 @@
 #      of 4 ranks in the middle of its calls (every survivor gets weftRemoteError, its stream
 #      goes on); the emulated-device suite as well;
 #   3. devcopy_bw: device-to-device copy bandwidth (the reference);
-#   4. allreduce_perf -g 1 from 8 B to 1 GiB with 2 and 4 ranks (threads of one process),
+#   4. allreduce_perf -g 1 -B device from 8 B to 1 GiB with 2 and 4 ranks (threads of one process),
 #      stream-synchronised timing as nccl-tests';
 # and prints a summary: each step's result and time, the 8-byte latency and the bus bandwidth
 # at 256 MiB against the copy bandwidth.
@@ -81,7 +81,7 @@ step devcopy timeout 60 $BUILD/tests/tools/devcopy_bw $((1 << 30)) 20
 COPY_GBS=$(sed -n 's/^devcopy: .*: \([0-9.]*\) GB\/s$/\1/p' "$OUTDIR/step-devcopy.txt")
 
 for n in 2 4; do
-  step allreduce_perf_$n timeout 200 $BUILD/bench/allreduce_perf -t $n -g 1 -b 8 -e 1G -f 2 -n 10 -w 3 -c 1
+  step allreduce_perf_$n timeout 200 $BUILD/bench/allreduce_perf -t $n -g 1 -B device -b 8 -e 1G -f 2 -n 10 -w 3 -c 1
 done
 
 # ---- Summary ----
