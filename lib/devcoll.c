@@ -68,6 +68,7 @@ struct weftDevQueue {
   uint32_t *flag;                    /* host view of the flag word */
   void *flagDev;                     /* the device's view */
   pthread_t worker;
+  int device; /* the device of the thread that made the queue; the worker's too */
   struct stageBlock *blocks;
 };
 
@@ -127,6 +128,9 @@ static void runJob(struct weftDevQueue *q, struct weftDevJob *job) {
 static void *workerMain(void *arg) {
   struct weftDevQueue *q = arg;
   weftLogSetRank(q->comm->rank);
+  /* Its event queries then run in the rank's device's context, not in one the runtime would
+   * make on device 0 for a thread that has none. */
+  if (q->device >= 0) (void)q->ops->setDevice(q->device);
   pthread_mutex_lock(&q->lock);
   for (;;) {
     while (q->next == NULL && !q->stop) pthread_cond_wait(&q->wake, &q->lock);
@@ -237,6 +241,7 @@ static weftResult_t openQueue(struct weftComm *comm, const char *api) {
   }
   q->flag = flag;
   *q->flag = 0;
+  if (q->ops->getDevice(&q->device) != weftSuccess) q->device = -1;
   int err = pthread_create(&q->worker, NULL, workerMain, q);
   if (err != 0) {
     freeQueue(q);
