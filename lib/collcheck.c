@@ -41,20 +41,10 @@ weftResult_t weftCheckCount(weftColl_t coll, size_t count, weftDataType_t type, 
   return weftSuccess;
 }
 
-/* The buffers of one call on this rank: which are used, and their bytes. */
-struct callBuffers {
-  int needSend, needRecv;
-  size_t sendBytes, recvBytes;
-  /* The in-place form: recv + inPlaceAt == send (AllGather, Gather: send inside recv), or
-   * send + inPlaceAt == recv (ReduceScatter, Scatter: recv inside send); -1: equal pointers. */
-  ptrdiff_t inPlaceAt;
-  int recvInsideSend;
-};
-
-static struct callBuffers buffersOf(const struct weftCollArgs *a, int rank, int nranks) {
+struct weftCallBuffers weftCallBuffersOf(const struct weftCollArgs *a, int rank, int nranks) {
   size_t b = a->bytes, all = b * (size_t)nranks;
   int isRoot = rank == a->root;
-  struct callBuffers c = {1, 1, b, b, -1, 0};
+  struct weftCallBuffers c = {1, 1, b, b, -1, 0};
   switch (a->coll) {
     case weftCollBroadcast: c.needSend = isRoot; break;
     case weftCollReduce: c.needRecv = isRoot; break;
@@ -76,7 +66,7 @@ static struct callBuffers buffersOf(const struct weftCollArgs *a, int rank, int 
 }
 
 /* Overlapping buffers are refused unless they are the collective's in-place form. */
-static weftResult_t checkOverlap(const struct weftCollArgs *a, const struct callBuffers *c) {
+static weftResult_t checkOverlap(const struct weftCollArgs *a, const struct weftCallBuffers *c) {
   const char *s = a->sendbuff, *r = a->recvbuff;
   if (!c->needSend || !c->needRecv || s == NULL || r == NULL) return weftSuccess;
   if (!(s < r + c->recvBytes && r < s + c->sendBytes)) return weftSuccess;
@@ -108,7 +98,7 @@ weftResult_t weftCheckCall(const struct weftComm *comm, struct weftCollArgs *a) 
                         comm->nranks);
   if (!rooted) a->root = -1;
   if (!reduces(a->coll)) a->op = weftSum; /* unused: one value in every signature */
-  struct callBuffers c = buffersOf(a, comm->rank, comm->nranks);
+  struct weftCallBuffers c = weftCallBuffersOf(a, comm->rank, comm->nranks);
   if (a->count > 0 && c.needSend && a->sendbuff == NULL)
     return weftSetError(weftInvalidArgument, "%s: sendbuff is NULL with count %zu", name, a->count);
   if (a->count > 0 && c.needRecv && a->recvbuff == NULL)

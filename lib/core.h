@@ -283,6 +283,17 @@ weftResult_t weftCheckCount(weftColl_t coll, size_t count, weftDataType_t type, 
 /* A whole call (args->coll, buffers, count, type, op, root) for comm, as NCCL documents it:
  * buffers each rank needs, the in-place forms; sets args->bytes (and root -1 where unused). */
 weftResult_t weftCheckCall(const struct weftComm *comm, struct weftCollArgs *args);
+/* The buffers of one call on rank (args->bytes set, as weftCheckCall sets it): which it uses
+ * there, and their bytes (NCCL's layouts); the in-place form's offset (lib/collcheck.c). */
+struct weftCallBuffers {
+  int needSend, needRecv;
+  size_t sendBytes, recvBytes;
+  /* The in-place form: recv + inPlaceAt == send (AllGather, Gather: send inside recv), or
+   * send + inPlaceAt == recv (ReduceScatter, Scatter: recv inside send); -1: equal pointers. */
+  ptrdiff_t inPlaceAt;
+  int recvInsideSend;
+};
+struct weftCallBuffers weftCallBuffersOf(const struct weftCollArgs *args, int rank, int nranks);
 weftResult_t weftCommRegisterLive(const struct weftComm *comm);
 void weftCommUnregisterLive(const struct weftComm *comm);
 /* Whether comm is a live communicator of this process (use-after-destroy detection). */

@@ -10,20 +10,6 @@
 #include "log.h"
 #include "reduce.h"
 
-/* Elements of input and of output per rank, in units of count (NCCL's buffer layouts). */
-static void collSpan(weftColl_t coll, int nranks, size_t *in, size_t *out) {
-  size_t n = (size_t)nranks;
-  *in = *out = 1;
-  switch (coll) {
-  case weftCollAllGather: *out = n; break;
-  case weftCollGather: *out = n; break;
-  case weftCollReduceScatter: *in = n; break;
-  case weftCollScatter: *in = n; break;
-  case weftCollAlltoAll: *in = *out = n; break;
-  default: break;
-  }
-}
-
 void weftDevTaskBytes(const struct weftComm *comm, const struct weftTask *task, size_t *inBytes,
                       size_t *outBytes, int *readsSend, int *writesRecv) {
   if (!task->isColl) {
@@ -34,14 +20,12 @@ void weftDevTaskBytes(const struct weftComm *comm, const struct weftTask *task, 
     *writesRecv = !task->p2p.isSend;
     return;
   }
-  const struct weftCollArgs *a = &task->coll;
-  size_t in, out, unit = a->count * weftTypeSize(a->type);
-  collSpan(a->coll, comm->nranks, &in, &out);
-  *inBytes = in * unit;
-  *outBytes = out * unit;
-  int root = a->root == comm->rank;
-  *readsSend = !((a->coll == weftCollBroadcast || a->coll == weftCollScatter) && !root);
-  *writesRecv = !((a->coll == weftCollReduce || a->coll == weftCollGather) && !root);
+  /* Staged whole, whether the rank uses a buffer or not (the algorithms may point at it). */
+  struct weftCallBuffers c = weftCallBuffersOf(&task->coll, comm->rank, comm->nranks);
+  *inBytes = c.sendBytes;
+  *outBytes = c.recvBytes;
+  *readsSend = c.needSend;
+  *writesRecv = c.needRecv;
 }
 
 struct seen {
@@ -79,9 +63,9 @@ static weftResult_t seeBuffer(const struct weftDeviceOps *ops, const char *api, 
 weftResult_t weftDevClassify(const struct weftComm *comm, const char *api,
                              const struct weftTask *task, int *onDevice) {
   const struct weftDeviceOps *ops = weftDeviceRuntime();
-  char why[256];
   *onDevice = 0;
-  if (ops == NULL || ops->count(why, sizeof why) <= 0) return weftSuccess;
+  /* Every host call passes here: no reason is asked for (count() formats it). */
+  if (ops == NULL || ops->count(NULL, 0) <= 0) return weftSuccess;
   size_t inBytes, outBytes;
   int reads, writes;
   weftDevTaskBytes(comm, task, &inBytes, &outBytes, &reads, &writes);

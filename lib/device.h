@@ -32,7 +32,8 @@ struct weftDeviceOps {
   const char *name; /* "cuda" */
   int version;      /* the runtime's version as built: 1000 * major + 10 * minor (CUDART_VERSION) */
   /* Devices this process can use (> 0), or 0 with the reason in why (no driver, no device,
-   * driver older than the runtime). Cheap after the first call (the answer is kept). */
+   * driver older than the runtime; why NULL: not asked). Cheap after the first call (the
+   * answer is kept). */
   int (*count)(char *why, size_t len);
   /* What p is; device: its device ordinal (-1 for host memory). A pointer the runtime cannot
    * classify is WEFT_MEM_HOST (plain malloc memory is one). Never initialises a runtime that
