@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../../devices/cuda/cuda_reduce.h"
+#include "device.h"
 #include "log.h"
 #endif
 
@@ -23,14 +24,9 @@ TestSuite(cuda_reduce, .timeout = 300);
 
 #ifdef WEFT_HAVE_CUDA
 
-/* 1 when a GPU is usable; 0 with why. */
-static int haveGpu(char *why, size_t len) {
-  int n = 0;
-  cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess) snprintf(why, len, "no GPU: %s", cudaGetErrorString(err));
-  else if (n == 0) snprintf(why, len, "no GPU: cudaGetDeviceCount found none");
-  return err == cudaSuccess && n > 0;
-}
+/* 1 when a GPU is usable; 0 with why: the library's own answer (weftDeviceCount), not a
+ * second probe of CUDA's. */
+static int haveGpu(char *why, size_t len) { return weftDeviceCount(why, len) > 0; }
 #define NEED_GPU()                                                        \
   do {                                                                    \
     char why_[256];                                                       \
