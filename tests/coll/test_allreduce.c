@@ -34,6 +34,7 @@ static const char *forceAlgo(int a) {
  * the shape must be refused by every rank. */
 static void runEveryAlgo(int hosts, int procs, int threads, const struct collMatrix *m) {
   int perHost = hosts > 0 ? procs : procs * threads, nHosts = hosts > 0 ? hosts : 1;
+  collMatrixPrepare(m, perHost * nHosts);
   for (int a = 0; a <= weftAlgoCount(); a++) {
     const char *name = forceAlgo(a);
     char why[160];

@@ -89,6 +89,9 @@ long checkAllReduce(weftComm_t comm, int rank, int nranks, size_t count, weftDat
                     weftRedOp_t op, int inPlace, void *send, void *recv);
 /* A rankBody running every case of the struct collMatrix in arg; returns the failures. */
 long collMatrixBody(weftComm_t comm, int rank, int nranks, void *arg);
+/* Computes the matrix's expected results for nranks once, before the ranks are forked, so
+ * every rank and algorithm compares against them instead of recomputing them. */
+void collMatrixPrepare(const struct collMatrix *m, int nranks);
 
 /* Bit-identical results on every rank: identicalBitsBody runs every case of a matrix (float
  * types only, out-of-place) on inputs that round at every step, and records a hash of each
