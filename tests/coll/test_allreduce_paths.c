@@ -107,6 +107,7 @@ static void directPath(const char *cma, const char *expectLog, int *differ) {
   setenv("WEFT_DEBUG", "INFO", 1);
   setenv("WEFT_DEBUG_SUBSYS", "SHM", 1);
   setenv("WEFT_DEBUG_FILE", file, 1);
+  collMatrixPrepare(&directMatrix, 3);
   long failures = runRanks(3, 1, collMatrixBody, (void *)&directMatrix, 300);
   unsetenv("WEFT_DEBUG");
   unsetenv("WEFT_DEBUG_FILE");

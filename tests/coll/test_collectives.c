@@ -32,6 +32,7 @@ static const weftDataType_t someTypes[] = {weftInt8, weftFloat16, weftFloat32, w
 static void runEveryAlgo(int hosts, int procs, int threads, const struct collSweep *m) {
   int perHost = hosts > 0 ? procs : procs * threads, nHosts = hosts > 0 ? hosts : 1;
   int tried = 0;
+  collSweepPrepare(m, perHost * nHosts);
   for (int a = 0; a <= weftAlgoCount(); a++) {
     char spec[64], why[160] = "";
     int runs = 1;
@@ -99,6 +100,7 @@ static void directEveryColl(int procs, int threads, enum directMode mode, int fu
   for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++) {
     struct collSweep m = {colls[i], directCounts, 7, fullTypes ? allTypes : someTypes,
                        fullTypes ? 10 : 4, 1};
+    collSweepPrepare(&m, procs * threads);
     long failures = runRanks(procs, threads, collSweepBody, &m, 600);
     cr_expect_eq(failures, 0, "%s: %ld failures with %d x %d ranks, WEFT_ALGO=direct (mode %d)",
                  weftCollName(m.coll), failures, procs, threads, mode);

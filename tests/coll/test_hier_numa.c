@@ -58,6 +58,7 @@ static void numaMatrix(int hosts, int procs, int threads) {
   SKIP_UNLESS("cpu01"); /* processes bind to CPUs 0 and 1 */
   onFixture("hiernuma");
   setenv("WEFT_TCP_SLOT_BYTES", "4096", 1);
+  collMatrixPrepare(&matrix, (hosts > 1 ? hosts : 1) * procs * threads);
   long failures = hosts > 1 ? runRanksOnHosts(hosts, procs, numaBody, (void *)&matrix, 240)
                             : runRanks(procs, threads, numaBody, (void *)&matrix, 240);
   offFixture();

@@ -69,7 +69,9 @@ static long checkCase(weftComm_t comm, int rank, int n, const struct collSweep *
       char *out = inPlace ? b->send + (size_t)rank * bytes : b->recv;
       fillInput(b->send, count * (size_t)n, type, op, rank);
       rc = weftReduceScatter(b->send, out, count, type, op, comm, NULL);
-      ok = countWrongFrom(out, (size_t)rank * count, count, type, op, n) == 0;
+      const char *want = expectedResult(count * (size_t)n, type, op, n);
+      ok = (want && sameBytes(out, want + (size_t)rank * bytes, bytes)) ||
+           countWrongFrom(out, (size_t)rank * count, count, type, op, n) == 0;
       break;
     }
   }
@@ -83,6 +85,14 @@ static long checkCase(weftComm_t comm, int rank, int n, const struct collSweep *
             getenv("WEFT_ALGO"), weftCollName(m->coll), count, weftTypeName(type),
             weftOpName(op), root, inPlace ? "in place" : "out of place", what);
   return !ok;
+}
+
+void collSweepPrepare(const struct collSweep *m, int n) {
+  size_t parts = m->coll == weftCollReduceScatter ? (size_t)n : 1;
+  for (int c = 0; c < m->nCounts; c++)
+    for (int t = 0; t < m->nTypes; t++)
+      for (int o = 0; o < (reducesColl(m->coll) ? weftNumOps : 1); o++)
+        patternPrepare(m->counts[c] * parts, m->types[t], (weftRedOp_t)o, n);
 }
 
 long collSweepBody(weftComm_t comm, int rank, int n, void *arg) {

@@ -23,6 +23,9 @@ struct collSweep {
 
 /* A rankBody running every case of the struct collSweep in arg; returns the failures. */
 long collSweepBody(weftComm_t comm, int rank, int n, void *arg);
+/* Computes the sweep's inputs and expected results for n ranks before they are forked
+ * (tests/common/pattern.c), so that no rank or algorithm recomputes them. */
+void collSweepPrepare(const struct collSweep *m, int n);
 
 /* Point to point (arg NULL): rings, random permutations and all-to-all patterns of Send/Recv
  * in one group, and AlltoAll, Gather and Scatter with every root, in place where the call has

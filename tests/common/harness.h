@@ -92,6 +92,10 @@ long collMatrixBody(weftComm_t comm, int rank, int nranks, void *arg);
 /* Computes the matrix's expected results for nranks once, before the ranks are forked, so
  * every rank and algorithm compares against them instead of recomputing them. */
 void collMatrixPrepare(const struct collMatrix *m, int nranks);
+/* The same for one case: every rank's input and the AllReduce result of nranks; and that
+ * result's bytes (NULL for count 0 or when out of memory). */
+void patternPrepare(size_t count, weftDataType_t type, weftRedOp_t op, int nranks);
+const void *expectedResult(size_t count, weftDataType_t type, weftRedOp_t op, int nranks);
 
 /* Bit-identical results on every rank: identicalBitsBody runs every case of a matrix (float
  * types only, out-of-place) on inputs that round at every step, and records a hash of each

@@ -214,18 +214,24 @@ void fillInput(void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int
   else computeInput(buf, count, type, op, rank);
 }
 
+void patternPrepare(size_t count, weftDataType_t type, weftRedOp_t op, int nranks) {
+  if (count == 0) return;
+  cachedBits(count, type, op, -1, nranks);
+  for (int r = 0; r < nranks; r++) cachedBits(count, type, op, r, 0);
+}
+
+const void *expectedResult(size_t count, weftDataType_t type, weftRedOp_t op, int nranks) {
+  return count ? cachedBits(count, type, op, -1, nranks) : NULL;
+}
+
 void collMatrixPrepare(const struct collMatrix *m, int nranks) {
   for (int c = 0; c < m->nCounts; c++)
     for (int t = 0; t < m->nTypes; t++)
-      for (int o = 0; o < m->nOps; o++) {
-        if (m->counts[c] == 0) continue;
-        cachedBits(m->counts[c], m->types[t], m->ops[o], -1, nranks);
-        for (int r = 0; r < nranks; r++) cachedBits(m->counts[c], m->types[t], m->ops[o], r, 0);
-      }
+      for (int o = 0; o < m->nOps; o++) patternPrepare(m->counts[c], m->types[t], m->ops[o], nranks);
 }
 
 size_t countWrong(const void *buf, size_t count, weftDataType_t type, weftRedOp_t op, int nranks) {
-  const void *want = count ? cachedBits(count, type, op, -1, nranks) : NULL;
+  const void *want = expectedResult(count, type, op, nranks);
   if (want && memcmp(buf, want, count * weftTypeSize(type)) == 0) return 0;
   return countWrongFrom(buf, 0, count, type, op, nranks);
 }

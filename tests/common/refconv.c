@@ -84,6 +84,7 @@ float refFp8ToFloat(const struct refFp8Format *f, uint8_t code) {
 static double fp8Table[2][0x80];
 static char fp8Usable[2][0x80]; /* finite */
 static double fp8Largest[2];
+static int fp8Top[2]; /* the largest finite code */
 static pthread_once_t fp8Once = PTHREAD_ONCE_INIT;
 static void fillFp8Tables(void) {
   for (int k = 0; k < 2; k++)
@@ -91,26 +92,29 @@ static void fillFp8Tables(void) {
       int nan;
       fp8Table[k][c] = refFp8Value(k ? &refE5m2 : &refE4m3, (uint8_t)c, &nan);
       fp8Usable[k][c] = !nan && !isinf(fp8Table[k][c]);
-      if (fp8Usable[k][c] && fp8Table[k][c] > fp8Largest[k]) fp8Largest[k] = fp8Table[k][c];
+      if (fp8Usable[k][c] && fp8Table[k][c] > fp8Largest[k]) fp8Largest[k] = fp8Table[k][c], fp8Top[k] = c;
     }
 }
 
-/* From the largest finite value up (infinities too) the largest is the nearest code: they
- * are all below. Under it, distances are exact in double for the two codes around a (within
- * a factor of 2 of it, or 0), and every other code is farther by at least one fp8 spacing:
- * the minimum is right. */
+/* The finite non-negative codes are 0..fp8Top, their values increasing. From the largest
+ * finite value up (infinities too) the largest is the nearest code: they are all below. Under
+ * it, the nearest is one of the two codes around a, found by bisection; distances are exact in
+ * double for those two (within a factor of 2 of a, or 0); a tie goes to the even code. */
 uint8_t refFloatToFp8(const struct refFp8Format *f, float v) {
   if (isnan(v)) return 0x7f;
   pthread_once(&fp8Once, fillFp8Tables);
   int k = f == &refE5m2; /* the two formats there are */
   const double *value = fp8Table[k];
-  const char *usable = fp8Usable[k];
-  uint8_t sign = signbit(v) ? 0x80 : 0, best = 0;
-  double a = fabs((double)v), bestDist = INFINITY;
-  for (int c = 0; c < 0x80; c++) {
-    if (!usable[c]) continue;
-    double d = a >= fp8Largest[k] ? fp8Largest[k] - value[c] : fabs(a - value[c]);
-    if (d < bestDist || (d == bestDist && (c & 1) == 0)) best = (uint8_t)c, bestDist = d;
+  uint8_t sign = signbit(v) ? 0x80 : 0;
+  double a = fabs((double)v);
+  if (a >= fp8Largest[k]) return sign | (uint8_t)fp8Top[k];
+  int lo = 0, hi = fp8Top[k]; /* value[lo] <= a < value[hi] */
+  while (hi - lo > 1) {
+    int mid = (lo + hi) / 2;
+    if (value[mid] <= a) lo = mid;
+    else hi = mid;
   }
-  return sign | best;
+  double below = a - value[lo], above = value[hi] - a;
+  int nearest = below < above || (below == above && (lo & 1) == 0) ? lo : hi;
+  return sign | (uint8_t)nearest;
 }

@@ -25,6 +25,7 @@ static void runMatrix(int procs, int threads, const struct collMatrix *m) {
   setenv("WEFT_TRANSPORTS", "tcp", 1);
   setenv("WEFT_ALGO", "ring", 1);
   int fds = procs == 1 ? countOpenFds() : 0;
+  collMatrixPrepare(m, procs * threads);
   long failures = runRanks(procs, threads, matrixBody, (void *)m, 120);
   cr_assert_eq(failures, 0, "%ld failures with %d x %d ranks over tcp", failures, procs, threads);
   if (procs == 1) {

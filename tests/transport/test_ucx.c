@@ -96,6 +96,8 @@ static void everyCollective(int hosts, int perHost, const char *transports) {
       } else {
         unsetenv("WEFT_ALGO");
       }
+      if (run.sweep) collSweepPrepare(run.sweep, hosts * perHost);
+      else collMatrixPrepare(run.matrix, hosts * perHost);
       long failures = hosts > 1 ? runRanksOnHosts(hosts, perHost, runBody, &run, 240)
                                 : runRanks(perHost, 1, runBody, &run, 240);
       cr_expect_eq(failures, 0, "%s over %s, %d host(s) x %d, WEFT_ALGO=%s: %ld failures",

@@ -117,6 +117,8 @@ static void everyCollective(int hosts, int perHost, const char *transports) {
       } else {
         unsetenv("WEFT_ALGO");
       }
+      if (run.sweep) collSweepPrepare(run.sweep, nranks);
+      else collMatrixPrepare(run.matrix, nranks);
       long failures = hosts > 1 ? runRanksOnHosts(hosts, perHost, runBody, &run, 1200)
                                 : runRanks(nranks, 1, runBody, &run, 1200);
       cr_expect_eq(failures, 0, "%s over %s, %d host(s) x %d, WEFT_ALGO=%s: %ld failures",
