@@ -97,8 +97,12 @@ FAULT_HELPERS := $(filter-out $(FAULT_SRCS),$(wildcard tests/fault/*.c))
 MPI_TEST_SRCS := $(wildcard tests/mpi/*.c)
 MPI_TEST_BINS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(MPI_TEST_SRCS))
 TEST_COMMON := $(wildcard tests/common/*.c)
+# Compiled once and linked into every test binary (not an archive: each object is linked,
+# used or not, as when the sources were compiled into each binary).
+TEST_COMMON_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(TEST_COMMON))
 # bench/<name>.c is a benchmark; bench/perf_*.c, the driver they share, is linked into each.
 BENCH_COMMON := $(wildcard bench/perf_*.c)
+BENCH_COMMON_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(BENCH_COMMON))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(filter-out $(BENCH_COMMON),$(wildcard bench/*.c)))
 # The weft benchmarks again, each with tests/bench/wrong_result.c linked in (a strong weftX over
 # the library's weak one changes one element of rank 0's result): tests/bench/test-perf-flags.sh
@@ -183,25 +187,35 @@ $(BUILD)/libweft.so: $(BUILD)/$(SONAME)
 $(BUILD)/libweft.a: $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/bench/%: bench/%.c $(BENCH_COMMON) $(wildcard bench/*.h) $(BUILD)/libweft.a include/weft.h
+# The benchmarks' shared driver and the tests' common code, compiled once per build tree (and
+# kept: make deletes what only pattern rules name).
+.SECONDARY: $(BENCH_COMMON_OBJS) $(TEST_COMMON_OBJS)
+$(BUILD)/bench/perf_%.o: bench/perf_%.c $(wildcard bench/*.h include/*.h lib/*.h)
 	@mkdir -p $(dir $@)
-	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) $< $(BENCH_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
+	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -c $< -o $@
+$(BUILD)/tests/common/%.o: tests/common/%.c $(wildcard tests/common/*.h include/*.h lib/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/common -c $< -o $@
 
-$(BUILD)/tests/bench/%: bench/%.c tests/bench/wrong_result.c $(BENCH_COMMON) $(wildcard bench/*.h) \
+$(BUILD)/bench/%: bench/%.c $(BENCH_COMMON_OBJS) $(wildcard bench/*.h) $(BUILD)/libweft.a include/weft.h
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) $< $(BENCH_COMMON_OBJS) -o $@ $(BUILD)/libweft.a $(LIBS)
+
+$(BUILD)/tests/bench/%: bench/%.c tests/bench/wrong_result.c $(BENCH_COMMON_OBJS) $(wildcard bench/*.h) \
   $(BUILD)/libweft.a include/weft.h
 	@mkdir -p $(dir $@)
-	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) $< tests/bench/wrong_result.c $(BENCH_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
+	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) $< tests/bench/wrong_result.c $(BENCH_COMMON_OBJS) -o $@ $(BUILD)/libweft.a $(LIBS)
 
-BENCH_EMU_DEPS := tests/bench/emu_install.c $(TEST_COMMON) $(wildcard tests/common/*.h) $(BENCH_COMMON) \
+BENCH_EMU_DEPS := tests/bench/emu_install.c $(TEST_COMMON_OBJS) $(wildcard tests/common/*.h) $(BENCH_COMMON_OBJS) \
   $(wildcard bench/*.h) $(BUILD)/libweft.a include/weft.h
 $(BUILD)/tests/bench/emu/%: bench/%.c $(BENCH_EMU_DEPS)
 	@mkdir -p $(dir $@)
-	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -Itests/common $< tests/bench/emu_install.c $(TEST_COMMON) $(BENCH_COMMON) \
+	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -Itests/common $< tests/bench/emu_install.c $(TEST_COMMON_OBJS) $(BENCH_COMMON_OBJS) \
 	  -o $@ $(BUILD)/libweft.a $(LIBS)
 $(BUILD)/tests/bench/emu-wrong/%: bench/%.c tests/bench/wrong_result.c $(BENCH_EMU_DEPS)
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -Itests/common $< tests/bench/emu_install.c tests/bench/wrong_result.c \
-	  $(TEST_COMMON) $(BENCH_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
+	  $(TEST_COMMON_OBJS) $(BENCH_COMMON_OBJS) -o $@ $(BUILD)/libweft.a $(LIBS)
 
 $(BUILD)/tools/%: tools/%.c $(BUILD)/libweft.a
 	@mkdir -p $(dir $@)
@@ -212,9 +226,9 @@ $(SIM_OBJS): $(wildcard tools/sim/*.h)
 $(BUILD)/tools/weft-sim: tools/weft-sim.c $(SIM_OBJS) $(BUILD)/libweft.a $(wildcard tools/sim/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itools/sim $< $(SIM_OBJS) -o $@ $(BUILD)/libweft.a $(LIBS)
-$(BUILD)/tests/sim/%: tests/sim/%.c $(SIM_OBJS) $(BUILD)/libweft.a $(TEST_COMMON) $(wildcard tools/sim/*.h)
+$(BUILD)/tests/sim/%: tests/sim/%.c $(SIM_OBJS) $(BUILD)/libweft.a $(TEST_COMMON_OBJS) $(wildcard tools/sim/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/common -Itools/sim $< $(SIM_OBJS) $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
+	$(CC) $(ALL_CFLAGS) -Itests/common -Itools/sim $< $(SIM_OBJS) $(TEST_COMMON_OBJS) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
 
 # docs/env.md's table, regenerated from lib/params.def (tests/unit/test_settings.c compares).
 env-doc: $(BUILD)/tools/weft-info
@@ -228,30 +242,30 @@ $(BUILD)/examples/%: docs/examples/%.c $(BUILD)/libweft.a include/weft.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(BUILD)/libweft.a $(LIBS)
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libweft.a $(TEST_COMMON)
+$(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libweft.a $(TEST_COMMON_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
-$(BUILD)/tests/transport/%: tests/transport/%.c $(BUILD)/libweft.a $(TEST_COMMON)
+	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON_OBJS) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
+$(BUILD)/tests/transport/%: tests/transport/%.c $(BUILD)/libweft.a $(TEST_COMMON_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
-$(BUILD)/tests/coll/%: tests/coll/%.c $(BUILD)/libweft.a $(TEST_COMMON)
+	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON_OBJS) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
+$(BUILD)/tests/coll/%: tests/coll/%.c $(BUILD)/libweft.a $(TEST_COMMON_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
-$(BUILD)/tests/net/%: tests/net/%.c $(BUILD)/libweft.a $(TEST_COMMON)
+	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON_OBJS) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
+$(BUILD)/tests/net/%: tests/net/%.c $(BUILD)/libweft.a $(TEST_COMMON_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
-$(BUILD)/tests/fault/%: tests/fault/%.c $(BUILD)/libweft.a $(TEST_COMMON) $(FAULT_HELPERS) $(wildcard tests/fault/*.h)
+	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON_OBJS) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
+$(BUILD)/tests/fault/%: tests/fault/%.c $(BUILD)/libweft.a $(TEST_COMMON_OBJS) $(FAULT_HELPERS) $(wildcard tests/fault/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/common -Itests/fault $< $(FAULT_HELPERS) $(TEST_COMMON) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
-$(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libweft.a $(TEST_COMMON)
+	$(CC) $(ALL_CFLAGS) -Itests/common -Itests/fault $< $(FAULT_HELPERS) $(TEST_COMMON_OBJS) -o $@ $(BUILD)/libweft.a -lcriterion $(LIBS)
+$(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libweft.a $(TEST_COMMON_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
-$(BUILD)/tests/tsan/%: tests/tsan/%.c $(BUILD)/libweft.a $(TEST_COMMON)
+	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON_OBJS) -o $@ $(BUILD)/libweft.a $(LIBS)
+$(BUILD)/tests/tsan/%: tests/tsan/%.c $(BUILD)/libweft.a $(TEST_COMMON_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
-$(BUILD)/tests/mpi/%: tests/mpi/%.c $(BUILD)/libweft.a $(TEST_COMMON)
+	$(CC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON_OBJS) -o $@ $(BUILD)/libweft.a $(LIBS)
+$(BUILD)/tests/mpi/%: tests/mpi/%.c $(BUILD)/libweft.a $(TEST_COMMON_OBJS)
 	@mkdir -p $(dir $@)
-	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON) -o $@ $(BUILD)/libweft.a $(LIBS)
+	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -Itests/common $< $(TEST_COMMON_OBJS) -o $@ $(BUILD)/libweft.a $(LIBS)
 
 # The main job: AllReduce benchmark with 4 ranks (processes) on this host, results checked.
 bench: $(DEPS_STAMP)

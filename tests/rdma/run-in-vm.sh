@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs inside the rdma-vm guest (tests/rdma/check-rdma.sh boots it): the verbs tests of one
 # configuration, as root, with the host's build. CONFIG n2: rxe0 <-> rxe1 over a veth pair
-# (the conformance suite over every transport, verbs on two devices; 2-rank collectives, QPs,
-# a killed peer, bad values, leaks); n1: one rxe0 (4-rank collectives). Ranks <= 2 per vCPU:
+# (the conformance suite over verbs on two devices, the host's make check running it over the
+# other transports; 2-rank collectives, QPs, a killed peer, bad values, leaks); n1: one rxe0
+# (4-rank collectives). Ranks <= 2 per vCPU:
 # TCG runs 14-56x slower than the host, so timeouts are generous and nothing is timed.
 # WEFT_VERBS_TESTS_FULL=1 (RDMA_FULL=1 make check-rdma): the full sweeps, and hier on 2 ranks.
 # Prints each binary's Criterion synthesis; exits 1 if any test failed.
@@ -27,7 +28,9 @@ run() { # name, binary, criterion args...
 ibv_devices | sed -n '3,$p' | awk '{print "device: " $1}'
 case $CONFIG in
   n2)
+    export WEFT_TEST_TRANSPORT=verbs
     run conformance "$BUILD/tests/transport/test_transport"
+    unset WEFT_TEST_TRANSPORT
     run verbs_2 "$BUILD/tests/transport/test_verbs" --filter 'verbs/@(every_collective_procs_2|peer_transport_names_the_device|qps_per_connection_3|peer_killed_mid_collective|bad_values_refused|excluded_by_caret|nothing_left_after_destroy_and_abort)'
     # Last: it takes rank 0's interface down (and up again).
     run verbs_port_down "$BUILD/tests/transport/test_verbs" --filter 'verbs/port_down_fails_every_link'
