@@ -20,6 +20,7 @@
 #                                        of crashed runs (wft<digits>-* namespaces and links that
 #                                        no live cluster claims)
 #   cluster.sh list                      one line per cluster: name, owner, live/stale, subnet
+#   cluster.sh tbf-burst RATE            the tbf burst (bytes) "up" uses for RATE
 #
 # State lives in $WEFT_CLUSTER_RUNDIR (default /run/weft-cluster), one directory per cluster,
 # written before anything is made; nsagent reads the address -> namespace map from there.
@@ -322,5 +323,6 @@ case $cmd in
   down) cmdDown "$@" ;;
   clean) cmdClean "$@" ;;
   list) cmdList "$@" ;;
+  tbf-burst) tbfBurst "${1:?tbf-burst needs a rate}"; echo ;;
   *) usage ;;
 esac

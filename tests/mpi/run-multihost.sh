@@ -3,7 +3,8 @@
 # bridge, each with its own address and hostname), ranks launched on them by mpirun through
 # tests/mpi/nsagent as over ssh, Open MPI's own traffic (launch, out-of-band, btl tcp) crossing
 # the namespaces too. Runs mpi_coll_check (every collective and grouped Send/Recv, each algorithm
-# forced in turn, then the tuner) on 2 hosts x 1 rank, 2x2, 4x2 and 3x3.
+# forced in turn, then the tuner) on 2 hosts x 1 rank, 2x2, 4x2 and 3x3 (and, when asked for,
+# the live straggler report on 4 hosts, one of them behind a slow link).
 #
 #   tests/mpi/run-multihost.sh [build dir]     (root; default build dir: build)
 #
@@ -26,6 +27,13 @@
 #                         count (about 20 s instead of 70 s for the four runs on 2 cores)
 #   MULTIHOST_SHAPE       ""                    cluster.sh shaping, e.g. "--rate 10gbit --delay 25us"
 #   MULTIHOST_TIMEOUT     400                   seconds per configuration
+#   MULTIHOST_STRAGGLER_RATE  ""                e.g. 200mbit: the last host's link rate (tbf,
+#                         both ends) for the straggler check (tests/mpi/mpi_straggler_check:
+#                         4 hosts x 1 rank, the slow host's rank must be named by the live
+#                         report within 100 AllReduces of 64 KiB on every rank). Not run by
+#                         default: the report names the ring successor of a slow link today,
+#                         not the rank behind it (docs/stragglers.md, "A slow link")
+#   MULTIHOST_STRAGGLER_ARGS  ""                more arguments of mpi_straggler_check (--alone)
 #   WEFT_*                                      forwarded to every rank (mpirun -x), e.g. WEFT_DEBUG=INFO
 set -u
 BUILD=${1:-build}
@@ -36,6 +44,8 @@ CONFIGS=${MULTIHOST_CONFIGS:-2x1 2x2:quick 4x2 3x3:quick}
 CHECK_ARGS=${MULTIHOST_CHECK_ARGS:-}
 SHAPE=${MULTIHOST_SHAPE:-}
 TIMEOUT=${MULTIHOST_TIMEOUT:-400}
+STRAGGLER_RATE=${MULTIHOST_STRAGGLER_RATE:-}
+STRAGGLER_ARGS=${MULTIHOST_STRAGGLER_ARGS:-}
 PREFIX=wft$$
 IFNAME=eth0 # the veth inside every namespace
 
@@ -44,6 +54,7 @@ skip() { say "skipped: $*"; exit 77; }
 
 BUILD_ABS=$(cd "$BUILD" 2>/dev/null && pwd) || { say "no build directory '$BUILD'"; exit 1; }
 CHECK=$BUILD_ABS/tests/mpi/mpi_coll_check
+STRAGGLER=$BUILD_ABS/tests/mpi/mpi_straggler_check
 PERF=$BUILD_ABS/bench/mpi_allreduce_perf
 [ -x "$CHECK" ] || { say "$CHECK is not built (make tests)"; exit 1; }
 command -v mpirun >/dev/null || skip "[needs cmd:mpirun] no mpirun (openmpi-bin, listed in install-deps.sh)"
@@ -73,6 +84,7 @@ tmp=$(mktemp -d)
 # Hosts: as many as the largest configuration needs. Clusters of crashed earlier runs go first.
 maxHosts=1
 for c in $CONFIGS; do [ "${c%x*}" -gt "$maxHosts" ] && maxHosts=${c%x*}; done
+[ -n "$STRAGGLER_RATE" ] && [ "$maxHosts" -lt 4 ] && maxHosts=4
 "$CLUSTER" clean 2>"$tmp/err" >/dev/null
 rc=$?
 [ $rc = 77 ] && skip "$(sed -n 's/^cluster.sh: cannot make hosts: //p' "$tmp/err" | tail -1)"
@@ -183,6 +195,31 @@ for c in $CONFIGS; do
   [ $ok = 1 ] || grep -v ' WEFT_ALGO=\|^mpi_coll_check:' "$tmp/log" | head -30 | sed 's/^/  | /'
   verdict $ok "$name" "$why"
 done
+
+# The straggler report names a rank slowed by its link: the last host's link (both ends, tbf)
+# limited to STRAGGLER_RATE, 4 hosts x 1 rank, 64 KiB AllReduces, a report every 50.
+if [ -n "$STRAGGLER_RATE" ] && [ "$maxHosts" -ge 4 ]; then
+  slow=$maxHosts
+  ns=$PREFIX-h$slow veth=$PREFIX-v$slow
+  shape=(tbf rate "$STRAGGLER_RATE" burst "$("$CLUSTER" tbf-burst "$STRAGGLER_RATE")" latency 20ms)
+  if ! command -v tc >/dev/null; then
+    say "skipped: straggler on a slow link: [needs cmd:tc] no tc (iproute2)"
+  elif ! { ip netns exec "$ns" tc qdisc add dev "$IFNAME" root "${shape[@]}" &&
+           tc qdisc add dev "$veth" root "${shape[@]}"; }; then
+    verdict 0 "straggler on a slow link" "tc qdisc add ${shape[*]} failed on $ns or $veth"
+  else
+    hosts=$(hostList 3 1),${HOSTS[slow - 1]}:1
+    runJob "straggler: rank 3's link at $STRAGGLER_RATE" 120 -np 4 --host "$hosts" -x WEFT_STRAGGLER_REPORT=50 \
+      "$STRAGGLER" --expect 3 --bytes 65536 --ops 200 --window 50 $STRAGGLER_ARGS
+    sed 's/^/  /' "$tmp/log"
+    ip netns exec "$ns" tc qdisc del dev "$IFNAME" root
+    tc qdisc del dev "$veth" root
+    if timedOut; then ok=0 why="timed out after 120s"
+    elif [ $jobrc = 0 ] && grep -q '^mpi_straggler_check: PASS' "$tmp/log"; then ok=1 why="${jobtime}s"
+    else ok=0 why="exit $jobrc, ${jobtime}s"; fi
+    verdict $ok "straggler on a slow link ($STRAGGLER_RATE)" "$why"
+  fi
+fi
 
 echo
 [ "$harnessOk" = 1 ] || say "the harness self-checks failed: the weft results above say nothing about weft"
