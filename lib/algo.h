@@ -30,6 +30,9 @@ struct weftCollArgs {
   weftRedOp_t op;   /* reductions only */
   int root;         /* rooted collectives only, else -1 */
   uint64_t seq;     /* operation sequence number of this communicator */
+  /* op == WEFT_OP_PREMULSUM: the op's scalar, read when the call was made (lib/redop.c), so
+   * the op may be destroyed as soon as the call returns, as NCCL allows */
+  unsigned char scalar[8];
 };
 
 struct weftAlgoOps {

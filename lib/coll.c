@@ -77,7 +77,8 @@ void weftFlightDump(struct weftComm *comm, const char *why) {
 /* Tunes, records and runs one validated collective (its PreMulSum input scaled first). */
 weftResult_t weftCollRunAlgo(struct weftComm *comm, struct weftCollArgs args) {
   weftResult_t rc;
-  if (args.op == WEFT_OP_PREMULSUM) weftRedOpApply(comm, &args); /* scale, then a Sum */
+  if (args.op == WEFT_OP_PREMULSUM && (rc = weftRedOpApply(comm, &args)) != weftSuccess)
+    return weftReportTo(comm, weftCommFail(comm, rc)); /* scaled, it runs as a Sum */
   int algo = weftTuneChoose(comm, &args);
   if (algo < 0) return weftReportTo(comm, weftTuneNoAlgorithm(comm, args.coll));
   args.seq = ++comm->opSeq;
@@ -112,7 +113,6 @@ weftResult_t weftCollRun(struct weftComm *comm, struct weftCollArgs args) {
   atomic_store_explicit(&comm->busy, 1, memory_order_release);
   if (comm->stragglers != NULL) weftStragglerOpBegin(comm);
   weftResult_t rc = weftCollRunAlgo(comm, args);
-  if (args.op == WEFT_OP_PREMULSUM) weftRedOpEnd(comm);
   if (comm->stragglers != NULL) rc = weftStragglerOpEnd(comm, rc);
   atomic_store_explicit(&comm->busy, 0, memory_order_release);
   return rc;
@@ -131,10 +131,10 @@ static weftResult_t collCall(weftComm_t comm, const char *api, struct weftCollAr
   struct weftTask task = {.comm = comm, .isColl = 1, .coll = args, .stream = stream};
   rc = weftDevClassify(comm, api, &task, &task.onDevice);
   if (rc != weftSuccess) return weftReportTo(comm, weftGroupRefused(rc));
-  if (task.onDevice) /* its PreMulSum op begins when the device worker runs it */
-    return weftReportTo(comm, weftGroupActive() ? weftGroupEnqueue(&task) : weftDevSubmit(comm, &task, 1, api));
-  rc = weftRedOpBegin(comm, &task.coll); /* a PreMulSum op: in use from here to the end */
+  rc = weftRedOpBegin(comm, &task.coll); /* a PreMulSum op's scalar, read now */
   if (rc != weftSuccess) return weftReportTo(comm, weftGroupRefused(rc));
+  if (task.onDevice)
+    return weftReportTo(comm, weftGroupActive() ? weftGroupEnqueue(&task) : weftDevSubmit(comm, &task, 1, api));
   if (weftGroupActive()) return weftReportTo(comm, weftGroupEnqueue(&task));
   weftDevDrain(comm); /* calls on device buffers before this one run first */
   return comm->nonblocking ? weftStartTasks(comm, &task, 1, api) : weftCollRun(comm, task.coll);
@@ -144,7 +144,7 @@ WEFT_PUBLIC weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, siz
                                        weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                                        weftStream_t stream) {
   return collCall(comm, "weftAllReduce", (struct weftCollArgs){weftCollAllReduce, sendbuff,
-                  recvbuff, count, 0, datatype, op, -1, 0}, stream);
+                  recvbuff, count, 0, datatype, op, -1, 0, {0}}, stream);
 }
 WEFT_PROFILING_ALIAS(weftAllReduce);
 
@@ -152,14 +152,14 @@ WEFT_PUBLIC weftResult_t weftBroadcast(const void *sendbuff, void *recvbuff, siz
                                        weftDataType_t datatype, int root, weftComm_t comm,
                                        weftStream_t stream) {
   return collCall(comm, "weftBroadcast", (struct weftCollArgs){weftCollBroadcast, sendbuff,
-                  recvbuff, count, 0, datatype, weftSum, root, 0}, stream);
+                  recvbuff, count, 0, datatype, weftSum, root, 0, {0}}, stream);
 }
 WEFT_PROFILING_ALIAS(weftBroadcast);
 
 WEFT_PUBLIC weftResult_t weftBcast(void *buff, size_t count, weftDataType_t datatype, int root,
                                    weftComm_t comm, weftStream_t stream) {
   return collCall(comm, "weftBcast", (struct weftCollArgs){weftCollBroadcast, buff, buff, count,
-                  0, datatype, weftSum, root, 0}, stream);
+                  0, datatype, weftSum, root, 0, {0}}, stream);
 }
 WEFT_PROFILING_ALIAS(weftBcast);
 
@@ -167,7 +167,7 @@ WEFT_PUBLIC weftResult_t weftReduce(const void *sendbuff, void *recvbuff, size_t
                                     weftDataType_t datatype, weftRedOp_t op, int root,
                                     weftComm_t comm, weftStream_t stream) {
   return collCall(comm, "weftReduce", (struct weftCollArgs){weftCollReduce, sendbuff, recvbuff,
-                  count, 0, datatype, op, root, 0}, stream);
+                  count, 0, datatype, op, root, 0, {0}}, stream);
 }
 WEFT_PROFILING_ALIAS(weftReduce);
 
@@ -175,7 +175,7 @@ WEFT_PUBLIC weftResult_t weftAllGather(const void *sendbuff, void *recvbuff, siz
                                        weftDataType_t datatype, weftComm_t comm,
                                        weftStream_t stream) {
   return collCall(comm, "weftAllGather", (struct weftCollArgs){weftCollAllGather, sendbuff,
-                  recvbuff, sendcount, 0, datatype, weftSum, -1, 0}, stream);
+                  recvbuff, sendcount, 0, datatype, weftSum, -1, 0, {0}}, stream);
 }
 WEFT_PROFILING_ALIAS(weftAllGather);
 
@@ -183,7 +183,7 @@ WEFT_PUBLIC weftResult_t weftReduceScatter(const void *sendbuff, void *recvbuff,
                                            weftDataType_t datatype, weftRedOp_t op,
                                            weftComm_t comm, weftStream_t stream) {
   return collCall(comm, "weftReduceScatter", (struct weftCollArgs){weftCollReduceScatter,
-                  sendbuff, recvbuff, recvcount, 0, datatype, op, -1, 0}, stream);
+                  sendbuff, recvbuff, recvcount, 0, datatype, op, -1, 0, {0}}, stream);
 }
 WEFT_PROFILING_ALIAS(weftReduceScatter);
 
@@ -191,7 +191,7 @@ WEFT_PUBLIC weftResult_t weftAlltoAll(const void *sendbuff, void *recvbuff, size
                                       weftDataType_t datatype, weftComm_t comm,
                                       weftStream_t stream) {
   return collCall(comm, "weftAlltoAll", (struct weftCollArgs){weftCollAlltoAll, sendbuff,
-                  recvbuff, count, 0, datatype, weftSum, -1, 0}, stream);
+                  recvbuff, count, 0, datatype, weftSum, -1, 0, {0}}, stream);
 }
 WEFT_PROFILING_ALIAS(weftAlltoAll);
 
@@ -199,7 +199,7 @@ WEFT_PUBLIC weftResult_t weftGather(const void *sendbuff, void *recvbuff, size_t
                                     weftDataType_t datatype, int root, weftComm_t comm,
                                     weftStream_t stream) {
   return collCall(comm, "weftGather", (struct weftCollArgs){weftCollGather, sendbuff, recvbuff,
-                  count, 0, datatype, weftSum, root, 0}, stream);
+                  count, 0, datatype, weftSum, root, 0, {0}}, stream);
 }
 WEFT_PROFILING_ALIAS(weftGather);
 
@@ -207,6 +207,6 @@ WEFT_PUBLIC weftResult_t weftScatter(const void *sendbuff, void *recvbuff, size_
                                      weftDataType_t datatype, int root, weftComm_t comm,
                                      weftStream_t stream) {
   return collCall(comm, "weftScatter", (struct weftCollArgs){weftCollScatter, sendbuff, recvbuff,
-                  count, 0, datatype, weftSum, root, 0}, stream);
+                  count, 0, datatype, weftSum, root, 0, {0}}, stream);
 }
 WEFT_PROFILING_ALIAS(weftScatter);

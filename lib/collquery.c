@@ -24,7 +24,7 @@ WEFT_PUBLIC weftResult_t weftCommGetCollAlgorithm(const weftComm_t comm, weftCol
                                            "weftCommGetCollAlgorithm: unknown datatype %d", (int)datatype));
   /* Only the count and type are checked here (weftSum takes every type); the algorithms'
    * costs need no buffers. */
-  struct weftCollArgs args = {coll, NULL, NULL, count, 0, datatype, weftSum, 0, 0};
+  struct weftCollArgs args = {coll, NULL, NULL, count, 0, datatype, weftSum, 0, 0, {0}};
   weftResult_t rc = weftCheckCount(coll, count, datatype, weftSum, comm->nranks, &args.bytes);
   if (rc != weftSuccess) return weftReportTo(comm, rc);
   if (count == 0) {

@@ -29,7 +29,6 @@
 #include "device.h"
 #include "errors.h"
 #include "log.h"
-#include "redop.h"
 
 struct stageBlock {
   struct stageBlock *next;
@@ -91,9 +90,8 @@ static int waitEvent(struct weftDevQueue *q, void *event) {
   }
 }
 
-/* The job's collectives in order, then its Send/Recv together, as weftRunTasks runs a
- * group; a PreMulSum op begins here, just before its collective, not when it was enqueued,
- * since only one can be in use at a time and jobs queue up. */
+/* The job's calls, once their inputs are staged, as weftRunTasks runs a group: collectives in
+ * order, then Send/Recv together. */
 static void runJob(struct weftDevQueue *q, struct weftDevJob *job) {
   struct weftComm *comm = q->comm;
   for (int i = 0; i < job->n; i++)
@@ -103,26 +101,17 @@ static void runJob(struct weftDevQueue *q, struct weftDevJob *job) {
                                         "copy failed: %s", comm->rank, weftThreadLastError()));
       return;
     }
-  struct weftTask *p2p = malloc(sizeof *p2p * (size_t)job->n);
-  int np = 0;
-  for (int i = 0; i < job->n && p2p != NULL; i++) {
-    struct weftTask *t = &job->tasks[i].run;
-    if (!t->isColl) {
-      p2p[np++] = *t;
-      continue;
-    }
-    if (weftCheckUsable(comm, weftCollName(t->coll.coll)) != weftSuccess) break;
-    weftResult_t rc = weftRedOpBegin(comm, &t->coll);
-    if (rc != weftSuccess) {
-      weftCommFail(comm, rc);
-      break;
-    }
-    if (weftRunTasks(comm, t, 1) != weftSuccess) break;
+  struct weftTask *tasks = malloc(sizeof *tasks * (size_t)job->n);
+  if (tasks == NULL) {
+    weftCommFail(comm, weftSetError(weftSystemError, "rank %d: out of memory for a device job",
+                                    comm->rank));
+    return;
   }
-  if (p2p == NULL) weftCommFail(comm, weftSetError(weftSystemError, "out of memory"));
-  else if (np > 0 && weftCheckUsable(comm, "weftSend/weftRecv") == weftSuccess)
-    (void)weftRunTasks(comm, p2p, np);
-  free(p2p);
+  for (int i = 0; i < job->n; i++) tasks[i] = job->tasks[i].run;
+  const char *api = job->n > 1 ? "weftGroupEnd" : tasks[0].isColl ? weftCollName(tasks[0].coll.coll) : "weftSend/weftRecv";
+  if (weftCheckUsable(comm, api) == weftSuccess)
+    (void)weftRunTasks(comm, tasks, job->n); /* a failure is the communicator's sticky error */
+  free(tasks);
 }
 
 static void *workerMain(void *arg) {

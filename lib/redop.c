@@ -14,6 +14,12 @@
  * (read it, write the scaled copy) before the collective starts; the memory of that copy for
  * Reduce off the root and ReduceScatter.
  *
+ * The scalar is read when the call is made and travels in the call's arguments, so calls
+ * queued in a group, on a non-blocking communicator or on a stream each keep their own, and
+ * the op may be destroyed as soon as the call returns (NCCL's rule). The scratch is the
+ * communicator's: its collectives run one at a time (in the caller, the operation thread or
+ * the device worker, never two at once).
+ *
  * Handles. An op is (tag << 8 | slot): tag names the communicator's table (process-unique
  * among live tables, 1 .. 2^23 - 1), slot one of its 256 ops, so every handle is >= 256 and a
  * positive int, and an op used on the wrong communicator is recognised (unless its own
@@ -42,7 +48,7 @@
 #define MAX_TAG ((1u << (31 - SLOT_BITS)) - 1)
 
 struct redOpSlot {
-  int live, inUse;
+  int live;
   weftDataType_t type;
   unsigned char scalar[8]; /* one value of type */
 };
@@ -52,9 +58,7 @@ struct weftRedOps {
   uint32_t tag;
   struct weftRedOps *next; /* every live table, for naming an op's communicator */
   struct redOpSlot slot[SLOTS];
-  int active;                  /* the slot of the collective between Begin and End, or -1 */
-  unsigned char callScalar[8]; /* its scalar, so the op may change meanwhile without harm */
-  void *scratch;
+  void *scratch; /* used only while a collective of comm runs (they run one at a time) */
   size_t scratchBytes;
 };
 
@@ -89,7 +93,6 @@ static weftResult_t tableOf(struct weftComm *comm, struct weftRedOps **out) {
     if (t == NULL) return weftSetError(weftSystemError, "weftRedOpCreatePreMulSum: out of memory");
     t->comm = comm;
     t->tag = freshTag();
-    t->active = -1;
     t->next = tables;
     tables = t;
     comm->redOps = t;
@@ -158,37 +161,25 @@ static weftResult_t growScratch(struct weftRedOps *t, size_t bytes, const char *
 
 weftResult_t weftRedOpBegin(struct weftComm *comm, struct weftCollArgs *a) {
   if (!weftRedOpIsHandle(a->op)) return weftSuccess;
-  const char *api = weftCollName(a->coll);
   struct redOpSlot *s;
   pthread_mutex_lock(&opsLock);
-  weftResult_t rc = checkLocked(comm, api, a->op, a->type, &s);
-  if (rc == weftSuccess) rc = growScratch(comm->redOps, scratchNeeded(comm, a), api);
+  weftResult_t rc = checkLocked(comm, weftCollName(a->coll), a->op, a->type, &s);
   if (rc == weftSuccess) {
-    s->inUse = 1;
-    comm->redOps->active = slotOf(a->op);
-    memcpy(comm->redOps->callScalar, s->scalar, sizeof s->scalar);
+    memcpy(a->scalar, s->scalar, sizeof a->scalar);
     a->op = WEFT_OP_PREMULSUM;
   }
   pthread_mutex_unlock(&opsLock);
   return rc;
 }
 
-void weftRedOpApply(struct weftComm *comm, struct weftCollArgs *a) {
+weftResult_t weftRedOpApply(struct weftComm *comm, struct weftCollArgs *a) {
   struct weftRedOps *t = comm->redOps;
+  WEFTCHECK(growScratch(t, scratchNeeded(comm, a), weftCollName(a->coll)));
   size_t count = a->count * (a->coll == weftCollReduceScatter ? (size_t)comm->nranks : 1);
   void *dst = scratchNeeded(comm, a) > 0 ? t->scratch : a->recvbuff;
-  weftReduceScale(dst, a->sendbuff, t->callScalar, count, a->type);
+  weftReduceScale(dst, a->sendbuff, a->scalar, count, a->type);
   a->sendbuff = dst;
-}
-
-void weftRedOpEnd(struct weftComm *comm) {
-  pthread_mutex_lock(&opsLock);
-  struct weftRedOps *t = comm->redOps;
-  if (t != NULL && t->active >= 0) {
-    t->slot[t->active].inUse = 0;
-    t->active = -1;
-  }
-  pthread_mutex_unlock(&opsLock);
+  return weftSuccess;
 }
 
 void weftRedOpsFree(struct weftRedOps *t) {
@@ -230,7 +221,7 @@ static weftResult_t createLocked(weftRedOp_t *op, const void *scalar, weftDataTy
   for (int i = 0; i < SLOTS; i++) {
     struct redOpSlot *s = &t->slot[i];
     if (s->live) continue;
-    *s = (struct redOpSlot){1, 0, type, {0}};
+    *s = (struct redOpSlot){1, type, {0}};
     memcpy(s->scalar, scalar, weftTypeSize(type));
     *op = (weftRedOp_t)(t->tag << SLOT_BITS | (uint32_t)i);
     return weftSuccess;
@@ -266,10 +257,6 @@ static weftResult_t destroyLocked(weftRedOp_t op, struct weftComm *comm) {
   weftResult_t rc;
   struct redOpSlot *s = findSlot(comm, api, op, &rc);
   if (s == NULL) return rc;
-  if (s->inUse)
-    return weftSetError(weftInvalidUsage, "%s: op %d is in use by the collective in progress on "
-                        "this communicator; destroy it once that collective is complete", api,
-                        (int)op);
   s->live = 0;
   return weftSuccess;
 }

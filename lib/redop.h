@@ -15,16 +15,15 @@ int weftRedOpIsHandle(weftRedOp_t op);
 weftResult_t weftRedOpCheck(const struct weftComm *comm, const char *api, weftRedOp_t op,
                             weftDataType_t type);
 
-/* A validated collective (count > 0) that is about to run or start: when args->op is a
- * handle, checks it again, marks it in use, keeps a copy of its scalar, makes room for the
- * scaled input and turns args->op into WEFT_OP_PREMULSUM (reduce.h). Nothing otherwise. */
+/* A validated collective (count > 0), when it is called: when args->op is a handle, checks
+ * it again, copies its scalar into args->scalar and turns args->op into WEFT_OP_PREMULSUM
+ * (reduce.h). Nothing otherwise. */
 weftResult_t weftRedOpBegin(struct weftComm *comm, struct weftCollArgs *args);
-/* For args->op == WEFT_OP_PREMULSUM, before the algorithm runs: writes scalar * sendbuff
- * (into recvbuff where it is this rank's whole input's size, else into the communicator's
- * scratch) and points args->sendbuff at it, so the algorithm runs a Sum. */
-void weftRedOpApply(struct weftComm *comm, struct weftCollArgs *args);
-/* The collective that weftRedOpBegin prepared is over (done, failed, or never started). */
-void weftRedOpEnd(struct weftComm *comm);
+/* For args->op == WEFT_OP_PREMULSUM, just before the algorithm runs: writes args->scalar *
+ * sendbuff (into recvbuff where it is this rank's whole input's size, else into the
+ * communicator's scratch, grown as needed: weftSystemError when it cannot be) and points
+ * args->sendbuff at it, so the algorithm runs a Sum. */
+weftResult_t weftRedOpApply(struct weftComm *comm, struct weftCollArgs *args);
 
 /* Frees a communicator's ops and scratch (NULL: nothing). */
 void weftRedOpsFree(struct weftRedOps *ops);

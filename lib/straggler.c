@@ -165,7 +165,7 @@ static weftResult_t closeWindow(struct weftComm *comm, struct weftStragglers *s)
   memset(s->peerNs, 0, sizeof *s->peerNs * (size_t)comm->nranks);
   s->filled = 0;
   struct weftCollArgs args = {weftCollAllGather, s->mine, s->all, s->recWords, 0, weftUint32,
-                              weftSum, -1, 0};
+                              weftSum, -1, 0, {0}};
   WEFTCHECK(weftCheckCall(comm, &args));
   WEFTCHECK(weftCollRunAlgo(comm, args));
   int n = weftStragglerAnalyze(s->all, comm->nranks, s->every, s->minUs, s->named);

@@ -304,26 +304,33 @@ Test(devcoll, mixed_buffers_refused) { cr_expect_eq(runRanks(1, 2, mixedBody, NU
 
 /* ---- PreMulSum on device buffers ---- */
 
+/* Two calls queued on the stream, each with an op of its own (different scalars and inputs),
+ * both ops destroyed before the stream runs them: each call keeps the scalar it was given. */
 static long preMulBody(weftComm_t comm, int rank, int n, void *arg) {
   (void)arg;
   const size_t count = 1021;
-  unsigned char scalar[8];
+  static const enum premulKind kinds[2] = {PREMUL_DYADIC, PREMUL_WITNESS};
+  unsigned char scalar[2][8];
   long bad = 0;
   const weftDataType_t types[] = {weftFloat32, weftBfloat16, weftInt64};
   for (int t = 0; t < 3; t++) {
     weftDataType_t type = types[t];
     size_t bytes = count * weftTypeSize(type);
-    premulScalar(type, PREMUL_DYADIC, scalar);
-    weftRedOp_t op;
-    if (weftRedOpCreatePreMulSum(&op, scalar, type, weftScalarHostImmediate, comm) != weftSuccess) return 1;
+    weftRedOp_t op[2];
     struct dbuf b;
-    if (dalloc(&b, 2 * bytes) != 0) return 1;
+    if (dalloc(&b, 3 * bytes) != 0) return 1;
     char *h = malloc(bytes);
-    fillPreMulInput(h, count, type, PREMUL_DYADIC, rank, n);
-    dput(NULL, b.d, h, bytes);
-    /* Two queued one after the other: each op begins when the worker runs it. */
-    weftResult_t rc = weftAllReduce(b.d, (char *)b.d + bytes, count, type, op, comm, NULL);
-    if (rc == weftSuccess) rc = weftAllReduce(b.d, b.d, count, type, op, comm, NULL);
+    for (int k = 0; k < 2; k++) {
+      premulScalar(type, kinds[k], scalar[k]);
+      if (weftRedOpCreatePreMulSum(&op[k], scalar[k], type, weftScalarHostImmediate, comm) != weftSuccess) return 1;
+      fillPreMulInput(h, count, type, kinds[k], rank, n);
+      dput(NULL, (char *)b.d + (k == 0 ? 0 : 2 * bytes), h, bytes);
+    }
+    /* Out of place from [0], in place at [2 * bytes]. */
+    weftResult_t rc = weftAllReduce(b.d, (char *)b.d + bytes, count, type, op[0], comm, NULL);
+    if (rc == weftSuccess)
+      rc = weftAllReduce((char *)b.d + 2 * bytes, (char *)b.d + 2 * bytes, count, type, op[1], comm, NULL);
+    for (int k = 0; k < 2; k++) bad += weftRedOpDestroy(op[k], comm) != weftSuccess;
     if (rc != weftSuccess) {
       fprintf(stderr, "rank %d: premulsum: %s\n", rank, weftGetLastError(comm));
       bad++;
@@ -331,13 +338,12 @@ static long preMulBody(weftComm_t comm, int rank, int n, void *arg) {
     dev()->streamSync(NULL);
     char what[128];
     for (int k = 0; k < 2 && rc == weftSuccess; k++) {
-      dget(NULL, h, (char *)b.d + (k == 0 ? bytes : 0), bytes);
-      if (countWrongPreMul(h, 0, count, type, PREMUL_DYADIC, n, scalar, what, sizeof what) != 0) {
+      dget(NULL, h, (char *)b.d + (k == 0 ? bytes : 2 * bytes), bytes);
+      if (countWrongPreMul(h, 0, count, type, kinds[k], n, scalar[k], what, sizeof what) != 0) {
         fprintf(stderr, "rank %d: premulsum %s call %d: %s\n", rank, weftTypeName(type), k, what);
         bad++;
       }
     }
-    weftRedOpDestroy(op, comm);
     dev()->free(b.d);
     free(h);
   }

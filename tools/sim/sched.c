@@ -276,7 +276,7 @@ static struct weftCollArgs argsOf(const struct simComm *c, const struct simCall 
   size_t n = (size_t)c->comm.nranks, elems = call->bytes / sizeof(float);
   size_t count = call->coll == weftCollAllReduce ? elems : elems / n;
   return (struct weftCollArgs){call->coll, NULL, NULL, count, count * sizeof(float),
-                               weftFloat32, weftSum, -1, 0};
+                               weftFloat32, weftSum, -1, 0, {0}};
 }
 
 double simAlgoCost(struct simComm *c, enum simAlgo algo, const struct simCall *call) {
