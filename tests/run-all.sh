@@ -144,7 +144,10 @@ for t in "$BUILD"/tests/fault/*; do [ -x "$t" ] && run_criterion "$t"; done
 # Faults across emulated hosts (network namespaces, root only; skipped with the reason otherwise)
 for t in "$BUILD"/tests/net/*; do [ -x "$t" ] && run_criterion "$t"; done
 
+# Every MPI check that runs on one host with no arguments; mpi_straggler_check needs a slowed
+# link between emulated hosts (run-multihost.sh, MULTIHOST_STRAGGLER_RATE), so not here.
 for t in "$BUILD"/tests/mpi/*; do
+  [ "$(basename "$t")" = mpi_straggler_check ] && continue
   [ -x "$t" ] && run_cmd "mpirun -np 4 $(basename "$t")" $MPIRUN -np 4 "$t"
 done
 run_cmd "mpirun -np 4 allreduce_perf -c 1" $MPIRUN -np 4 "$BUILD/bench/allreduce_perf" -b 8 -e 8M -f 8 -c 1 -n 5 -w 1
