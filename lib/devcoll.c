@@ -108,7 +108,9 @@ static void runJob(struct weftDevQueue *q, struct weftDevJob *job) {
     return;
   }
   for (int i = 0; i < job->n; i++) tasks[i] = job->tasks[i].run;
-  const char *api = job->n > 1 ? "weftGroupEnd" : tasks[0].isColl ? weftCollName(tasks[0].coll.coll) : "weftSend/weftRecv";
+  const char *api = job->n > 1         ? "weftGroupEnd"
+                    : tasks[0].isColl ? weftCollName(tasks[0].coll.coll)
+                                      : "weftSend/weftRecv";
   if (weftCheckUsable(comm, api) == weftSuccess)
     (void)weftRunTasks(comm, tasks, job->n); /* a failure is the communicator's sticky error */
   free(tasks);

@@ -174,9 +174,10 @@ weftResult_t weftRedOpBegin(struct weftComm *comm, struct weftCollArgs *a) {
 
 weftResult_t weftRedOpApply(struct weftComm *comm, struct weftCollArgs *a) {
   struct weftRedOps *t = comm->redOps;
-  WEFTCHECK(growScratch(t, scratchNeeded(comm, a), weftCollName(a->coll)));
+  size_t scratchBytes = scratchNeeded(comm, a);
+  WEFTCHECK(growScratch(t, scratchBytes, weftCollName(a->coll)));
   size_t count = a->count * (a->coll == weftCollReduceScatter ? (size_t)comm->nranks : 1);
-  void *dst = scratchNeeded(comm, a) > 0 ? t->scratch : a->recvbuff;
+  void *dst = scratchBytes > 0 ? t->scratch : a->recvbuff;
   weftReduceScale(dst, a->sendbuff, a->scalar, count, a->type);
   a->sendbuff = dst;
   return weftSuccess;
