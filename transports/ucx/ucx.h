@@ -100,8 +100,9 @@ struct ucxConn {
   uint64_t peerPosted;
   char peerNote[UCX_NOTE_BYTES + 1];
   _Atomic int failed; /* set once, after error and failRc are written */
-  /* Receiver: when UCX reported its endpoint failed (0: it has not), and with what; the link
-   * fails UCX_EP_GRACE_MS later unless the sender's CLOSE has come to say more. */
+  /* When UCX reported this link's endpoint failed, or an op on it did (0: it has not), and
+   * with what; the link fails UCX_EP_GRACE_MS later unless the peer's CLOSE has come to say
+   * more (a mismatch, a timeout) or, on a receiver, the sender's last slots. */
   _Atomic int64_t epFailedMs;
   ucs_status_t epStatus;
   char error[UCX_ERROR_BYTES];
@@ -178,12 +179,15 @@ int weftUcxOpBusy(struct ucxOp *op);
 weftResult_t weftUcxPostSlotRecv(struct ucxConn *uc, uint64_t seq);
 /* Posts the receive of the next control message from the peer. */
 weftResult_t weftUcxPostCtrlRecv(struct ucxConn *uc);
-/* Sends a control message; fails the link if UCX refuses it. */
+/* Sends a control message; a refusal marks the endpoint broken (weftUcxEndpointBroken). */
 weftResult_t weftUcxSendCtrl(struct ucxConn *uc, uint32_t type, uint32_t reason, uint64_t value,
                              const char *note);
 /* Marks the link failed (once) with the message and code the caller will return. */
 void weftUcxFail(struct ucxConn *uc, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Records that the link's endpoint (or an op on it) failed with `status`: the link fails
+ * UCX_EP_GRACE_MS later unless the peer's CLOSE comes first to say why. */
+void weftUcxEndpointBroken(struct ucxConn *uc, ucs_status_t status);
 /* The peer's host name and pid, for messages. */
 const char *weftUcxPeerHost(const struct ucxConn *uc);
 int weftUcxPeerPid(const struct ucxConn *uc);

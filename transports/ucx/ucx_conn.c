@@ -80,20 +80,12 @@ weftResult_t weftUcxSetup(void *state, int peer, int dir, struct weftConn *c, vo
   return weftSuccess;
 }
 
-/* The endpoint failed (the peer died, its network went away): UCX calls this from progress. */
+/* The endpoint failed (the peer died, its network went away, or it closed after telling us
+ * why): UCX calls this from progress. Not yet the link's failure: the peer's CLOSE, or the
+ * sender's last slots, may still come over the other endpoint (ucx.h). */
 static void endpointFailed(void *arg, ucp_ep_h ep, ucs_status_t status) {
   (void)ep;
-  struct ucxConn *uc = arg;
-  if (uc->dir == WEFT_DIR_RECV) { /* what the sender sent may still come (ucx.h) */
-    uc->epStatus = status;
-    int64_t now = weftNowMs();
-    atomic_store_explicit(&uc->epFailedMs, now > 0 ? now : 1, memory_order_release);
-    return;
-  }
-  weftUcxFail(uc, weftRemoteError,
-              "ucx: the link %s " UCX_PEER_FMT " failed: %s (the peer died, or its network went "
-              "away)", uc->dir == WEFT_DIR_SEND ? "to" : "from", UCX_PEER_ARGS(uc),
-              ucs_status_string(status));
+  weftUcxEndpointBroken(arg, status);
 }
 
 static weftResult_t checkBlob(const struct ucxConn *uc, const void *peerBlob, struct ucxBlob *b) {

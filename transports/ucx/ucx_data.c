@@ -34,6 +34,22 @@ static const char *toOrFrom(const struct ucxConn *uc) {
   return uc->dir == WEFT_DIR_SEND ? "to" : "from";
 }
 
+void weftUcxEndpointBroken(struct ucxConn *uc, ucs_status_t status) {
+  if (atomic_load_explicit(&uc->epFailedMs, memory_order_acquire) != 0) return;
+  uc->epStatus = status;
+  int64_t now = weftNowMs();
+  atomic_store_explicit(&uc->epFailedMs, now > 0 ? now : 1, memory_order_release);
+}
+
+/* A broken endpoint becomes the link's failure once the grace is over and no CLOSE came. */
+static void failAfterGrace(struct ucxConn *uc) {
+  int64_t epFailed = atomic_load_explicit(&uc->epFailedMs, memory_order_acquire);
+  if (epFailed != 0 && weftNowMs() - epFailed >= UCX_EP_GRACE_MS)
+    weftUcxFail(uc, weftRemoteError,
+                "ucx: the link %s " UCX_PEER_FMT " failed: %s (the peer died, or its network "
+                "went away)", toOrFrom(uc), UCX_PEER_ARGS(uc), ucs_status_string(uc->epStatus));
+}
+
 /* ---- Completions (on whichever thread progresses the worker) ---- */
 
 static void opComplete(struct ucxOp *op, ucs_status_t status, size_t length) {
@@ -131,9 +147,7 @@ weftResult_t weftUcxSendCtrl(struct ucxConn *uc, uint32_t type, uint32_t reason,
                              weftUcxCtrlTag(uc->key, uc->dir, uc->ctrlOutSeq), 0);
   uc->ctrlOutSeq++;
   if (type == UCX_CTRL_CREDIT) uc->creditOwed = 0;
-  if (st != UCS_OK)
-    weftUcxFail(uc, weftRemoteError, "ucx: a control message %s " UCX_PEER_FMT " failed: %s",
-                toOrFrom(uc), UCX_PEER_ARGS(uc), ucs_status_string(st));
+  if (st != UCS_OK) weftUcxEndpointBroken(uc, st);
   return weftSuccess;
 }
 
@@ -199,13 +213,15 @@ weftResult_t weftUcxSendSlot(struct weftConn *c, void **slot) {
   ucp_worker_progress(uc->s->worker);
   takeCtrl(uc);
   if (uc->peerClosed) failFromPeerClose(uc);
+  failAfterGrace(uc);
   if (atomic_load_explicit(&uc->failed, memory_order_acquire)) return failed(uc);
+  if (atomic_load_explicit(&uc->epFailedMs, memory_order_acquire) != 0) return weftSuccess;
   if (uc->posted - uc->credited >= uc->shape.nslots) return weftSuccess;
   struct ucxOp *op = &uc->slotOps[uc->posted % uc->shape.nslots];
   if (opBusy(op)) return weftSuccess;
-  if (op->status != UCS_OK) {
-    weftUcxFail(uc, weftRemoteError, "ucx: a send to " UCX_PEER_FMT " failed: %s", UCX_PEER_ARGS(uc), ucs_status_string(op->status));
-    return failed(uc);
+  if (op->status != UCS_OK) { /* UCX fails a broken endpoint's sends before it calls us */
+    weftUcxEndpointBroken(uc, op->status);
+    return weftSuccess;
   }
   *slot = uc->slots + (uc->posted % uc->shape.nslots) * uc->shape.slotBytes;
   return weftSuccess;
@@ -217,10 +233,7 @@ weftResult_t weftUcxSendPost(struct weftConn *c, size_t bytes) {
   ucs_status_t st = postSend(uc, &uc->slotOps[i], uc->slots + i * uc->shape.slotBytes, bytes,
                              weftUcxSlotTag(uc->key, uc->posted), 1);
   uc->posted++;
-  if (st != UCS_OK) {
-    weftUcxFail(uc, weftRemoteError, "ucx: a send to " UCX_PEER_FMT " failed: %s", UCX_PEER_ARGS(uc), ucs_status_string(st));
-    return failed(uc);
-  }
+  if (st != UCS_OK) weftUcxEndpointBroken(uc, st); /* the next sendSlot says more */
   return weftSuccess;
 }
 
@@ -256,13 +269,9 @@ weftResult_t weftUcxRecvSlot(struct weftConn *c, const void **slot, size_t *byte
   if (!opBusy(op) && op->status != UCS_OK && op->status != UCS_ERR_CANCELED)
     weftUcxFail(uc, weftRemoteError, "ucx: a receive from " UCX_PEER_FMT " failed: %s",
                 UCX_PEER_ARGS(uc), ucs_status_string(op->status));
-  int64_t epFailed = atomic_load_explicit(&uc->epFailedMs, memory_order_acquire);
-  if (epFailed != 0 && weftNowMs() - epFailed >= UCX_EP_GRACE_MS)
-    weftUcxFail(uc, weftRemoteError,
-                "ucx: the link from " UCX_PEER_FMT " failed: %s (the peer died, or its network "
-                "went away)", UCX_PEER_ARGS(uc), ucs_status_string(uc->epStatus));
+  failAfterGrace(uc);
   if (atomic_load_explicit(&uc->failed, memory_order_acquire)) return failed(uc);
-  if (uc->creditOwed > 0 && epFailed == 0)
+  if (uc->creditOwed > 0 && atomic_load(&uc->epFailedMs) == 0)
     WEFTCHECK(weftUcxSendCtrl(uc, UCX_CTRL_CREDIT, 0, uc->creditOwed, NULL));
   return weftSuccess;
 }
