@@ -147,6 +147,9 @@ struct weftComm {
    * otherwise, so waits outside collectives (and the report's own exchange) do not count. */
   struct weftStragglers *stragglers;
   int64_t *waitNsByPeer;
+  /* Per peer, what transports that can measure it (tcp) received and how long it trickled
+   * in (lib/transport.h); set once at init when the report is on, NULL otherwise. */
+  struct weftLinkMeter *_Atomic linkMeters;
   int64_t opWaitNs;
 
   struct weftDevQueue *devQueue; /* calls on device buffers (lib/devcoll.c), NULL: none yet */

@@ -4,6 +4,7 @@
 #ifndef WEFT_TRANSPORT_H_
 #define WEFT_TRANSPORT_H_
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "weft.h"
@@ -34,6 +35,16 @@ struct weftPeerInfo {
 struct weftLinkCaps {
   double latencyUs;    /* one small message, one hop */
   double bandwidthGBs; /* sustained, one direction */
+};
+
+/* What a transport measured of the data it received from one peer, for the straggler
+ * report's slow-link verdict (lib/straggler.c): the bytes, and the time slots spent
+ * trickling in (from the first bytes of a slot's part to its last, per stream), which a slow
+ * link stretches and a late sender does not. Summed from the transport's progress thread;
+ * the report reads and clears them once a window. */
+struct weftLinkMeter {
+  _Atomic int64_t trickleNs;
+  _Atomic int64_t bytes;
 };
 
 /* One direction of a connection to one peer. The transport owns `priv`. */

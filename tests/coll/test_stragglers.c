@@ -187,7 +187,7 @@ Test(stragglers, dead_rank_fails_the_others) {
 /* rec for 4 ranks, `ops` collectives: rank `late` waited 0 in the first `lastIn` collectives,
  * the others `lateUs`; elsewhere everybody waited 5 us. */
 static uint32_t *records(int ops, int late, int lastIn, uint32_t lateUs) {
-  size_t stride = (size_t)ops + NRANKS;
+  size_t stride = WEFT_STRAGGLER_REC_WORDS(ops, NRANKS);
   uint32_t *rec = calloc(stride * NRANKS, sizeof *rec);
   for (int r = 0; r < NRANKS; r++)
     for (int k = 0; k < ops; k++) rec[r * stride + k] = k < lastIn ? (r == late ? 0 : lateUs) : 5;
@@ -211,7 +211,7 @@ Test(stragglers, verdict_thresholds) {
   free(rec);
   /* Late collectives spread evenly: each rank last in a quarter of them, nobody named; one
    * with 16 of 40 (more than 1.5 x 10; 15 would not be): named alone. */
-  size_t stride = 100 + NRANKS;
+  size_t stride = WEFT_STRAGGLER_REC_WORDS(100, NRANKS);
   rec = calloc(stride * NRANKS, sizeof *rec);
   for (int k = 0; k < 40; k++)
     for (int r = 0; r < NRANKS; r++) rec[r * stride + k] = r == k % NRANKS ? 0 : 300;
@@ -220,6 +220,52 @@ Test(stragglers, verdict_thresholds) {
     for (int r = 0; r < NRANKS; r++) rec[r * stride + 4 * k + 1] = r == 3 ? 0 : 300;
   cr_expect_eq(weftStragglerAnalyze(rec, NRANKS, 100, 100, v), 1);
   cr_expect(v[0].rank == 3 && v[0].lastOps == 16, "rank %d last in %d", v[0].rank, v[0].lastOps);
+  free(rec);
+}
+
+/* A 4-rank ring's links (r-1 -> r) on made-up records: each carried `kib` in the window and
+ * trickled `fastUs`, except those to and from rank `slow`, which trickled `slowUs`. */
+static void ringLinks(uint32_t *rec, int ops, int slow, uint32_t kib, uint32_t fastUs,
+                      uint32_t slowUs) {
+  size_t stride = WEFT_STRAGGLER_REC_WORDS(ops, NRANKS);
+  for (int r = 0; r < NRANKS; r++) {
+    int prev = (r + NRANKS - 1) % NRANKS;
+    uint32_t *row = rec + r * stride;
+    row[WEFT_STRAGGLER_KIB_AT(ops, NRANKS) + prev] = kib;
+    row[WEFT_STRAGGLER_TRICKLE_AT(ops, NRANKS) + prev] = r == slow || prev == slow ? slowUs : fastUs;
+  }
+}
+
+Test(stragglers, slow_link_verdict) {
+  weftStraggler_t v[NRANKS];
+  /* Everybody waits alike (5 us) except rank 0, last in every collective by 300 us: the
+   * successor of rank 3, whose links (3 -> 0 and 2 -> 3) trickle 40 us per KiB (25 MB/s). */
+  uint32_t *rec = records(50, 0, 50, 300);
+  ringLinks(rec, 50, 3, 4800, 20, 192000);
+  cr_assert_eq(weftStragglerAnalyze(rec, NRANKS, 50, 100, v), 1);
+  cr_expect(v[0].rank == 3 && v[0].slowLinks == 2, "rank %d on %d slow links", v[0].rank,
+            v[0].slowLinks);
+  cr_expect_float_eq(v[0].slowestLinkMBps, 4800 * 1024.0 / 192000, 1e-9);
+  /* Slow by less than 4 times the typical link: nobody on links, rank 0 as last. */
+  ringLinks(rec, 50, 3, 4800, 20000, 79000);
+  cr_assert_eq(weftStragglerAnalyze(rec, NRANKS, 50, 100, v), 1);
+  cr_expect(v[0].rank == 0 && v[0].slowLinks == 0 && v[0].lastOps == 50);
+  /* Slow per byte but too short in all to matter (under 100 us x 50 / 10). */
+  ringLinks(rec, 50, 3, 4800, 0, 499);
+  cr_assert_eq(weftStragglerAnalyze(rec, NRANKS, 50, 100, v), 1);
+  cr_expect(v[0].rank == 0 && v[0].slowLinks == 0);
+  /* Too little data to weigh (under 64 KiB a link). */
+  ringLinks(rec, 50, 3, 63, 0, 192000);
+  cr_assert_eq(weftStragglerAnalyze(rec, NRANKS, 50, 100, v), 1);
+  cr_expect(v[0].rank == 0 && v[0].slowLinks == 0);
+  free(rec);
+  /* One slow link alone (1 -> 2), nobody late: its sender is named. */
+  rec = records(50, 0, 0, 0);
+  ringLinks(rec, 50, -1, 4800, 20, 20);
+  size_t stride = WEFT_STRAGGLER_REC_WORDS(50, NRANKS);
+  rec[2 * stride + WEFT_STRAGGLER_TRICKLE_AT(50, NRANKS) + 1] = 192000;
+  cr_assert_eq(weftStragglerAnalyze(rec, NRANKS, 50, 100, v), 1);
+  cr_expect(v[0].rank == 1 && v[0].slowLinks == 1 && v[0].lastOps == 0);
   free(rec);
 }
 

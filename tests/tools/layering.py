@@ -25,7 +25,7 @@ LAYERS = [
     # The entry points and the communicator's life: init, destroy, abort, failure, children.
     ("api", ["lib/comm", "lib/commfail", "lib/childcomm", "lib/shrink", "lib/split", "lib/grow",
              "lib/initall", "lib/coll", "lib/collcheck", "lib/collquery", "lib/linkquery", "lib/group", "lib/fuse",
-             "lib/redop", "lib/straggler", "lib/devcoll", "lib/devbuf", "lib/settings", "lib/version",
+             "lib/redop", "lib/straggler", "lib/straggler_links", "lib/devcoll", "lib/devbuf", "lib/settings", "lib/version",
              "lib/topo_graph", "lib/memalloc"]),
     # The choice of an algorithm per call, and the list it chooses from.
     ("tune", ["lib/tune", "lib/algospec", "lib/algo_registry"]),

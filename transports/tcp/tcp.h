@@ -90,6 +90,7 @@ struct tcpStream {
   uint64_t pos; /* slots this stream has finished */
   size_t done;  /* bytes of the current slot's part moved (the header included on stream 0) */
   uint8_t header[TCP_SLOT_HEADER_BYTES];
+  int64_t trickleFromNs; /* receiver, straggler report on: when the part's first bytes came */
   /* dialing (sender, before the connection is handed to the progress thread) */
   enum tcpDialState dial;
   size_t dialDone;
