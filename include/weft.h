@@ -378,9 +378,10 @@ WEFT_API weftResult_t weftCommGetPeerTransport(const weftComm_t comm, int peer,
  * own. A rank is named when, in the last window of windowOps collectives, it was last (by at
  * least WEFT_STRAGGLER_MIN_US) in at least a tenth of them and in more than 1.5 times its
  * fair share (1 / nranks) of the collectives where any rank was that late. A rank is also
- * named when it sits on the most slow links: links (metered by the tcp transport) whose data
- * trickled in more than 4 times longer per byte than the typical link's, for long enough to
- * matter; a rank that was last only because such a rank's link fed it is then not named. */
+ * named when it sits on the most slow links, in both directions: links whose data trickled in
+ * (metered by the tcp transport) or was waited for more than 4 times longer per byte than the
+ * typical link's, for long enough to matter; a rank on a slow link that is not the one named
+ * is then not named as last either (that link fed it late). */
 typedef struct {
   int rank;
   int lastOps;            /* collectives of the window in which it was last */
@@ -388,7 +389,8 @@ typedef struct {
   double medianLateUs;    /* median lateness over those lastOps collectives, microseconds */
   double waitedOnUs;      /* what all other ranks' waits attributed to it in the window, us */
   int slowLinks;          /* links to or from it found slow in the window (0: named as last) */
-  double slowestLinkMBps; /* the slowest of those: bytes over the time they trickled in, MB/s */
+  double slowestLinkMBps; /* the slowest of those: bytes over the time they trickled in (or,
+                           * when they did not, were waited for), MB/s */
 } weftStraggler_t;
 
 /* weft extension: the ranks the last complete window of the straggler report named, the

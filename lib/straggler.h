@@ -35,7 +35,7 @@ weftResult_t weftStragglerOpEnd(struct weftComm *comm, weftResult_t rc);
 int weftStragglerAnalyze(const uint32_t *rec, int nranks, int ops, int64_t minUs,
                          weftStraggler_t *out);
 /* The slow-link verdict of the same records (lib/straggler_links.c): per rank, slowLinks[r]
- * the slow links it is on (negative when it is on some but is not the one named) and
+ * the slow links it is on when it is named, else minus those it shares with a named rank, and
  * slowestMBps[r] the rate of the slowest; returns how many ranks it names (-1: out of
  * memory). */
 int weftStragglerSlowLinks(const uint32_t *rec, int nranks, int ops, int64_t minUs,

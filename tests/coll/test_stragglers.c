@@ -259,13 +259,38 @@ Test(stragglers, slow_link_verdict) {
   cr_assert_eq(weftStragglerAnalyze(rec, NRANKS, 50, 100, v), 1);
   cr_expect(v[0].rank == 0 && v[0].slowLinks == 0);
   free(rec);
-  /* One slow link alone (1 -> 2), nobody late: its sender is named. */
+  /* One slow link alone (1 -> 2), nobody late: no rank is slow both ways, nobody named. */
   rec = records(50, 0, 0, 0);
   ringLinks(rec, 50, -1, 4800, 20, 20);
   size_t stride = WEFT_STRAGGLER_REC_WORDS(50, NRANKS);
   rec[2 * stride + WEFT_STRAGGLER_TRICKLE_AT(50, NRANKS) + 1] = 192000;
+  cr_expect_eq(weftStragglerAnalyze(rec, NRANKS, 50, 100, v), 0);
+  /* Waited on per byte, not trickling (a shaper's burst carried each message): rank 3's
+   * links in both directions, with every rank receiving from every other. */
+  free(rec);
+  rec = records(50, 0, 0, 0);
+  for (int q = 0; q < NRANKS; q++)
+    for (int p = 0; p < NRANKS; p++) {
+      if (p == q) continue;
+      rec[q * stride + WEFT_STRAGGLER_KIB_AT(50, NRANKS) + p] = 1600;
+      rec[q * stride + WEFT_STRAGGLER_WAIT_AT(50, NRANKS) + p] = p == 3 || q == 3 ? 90000 : 10000;
+    }
   cr_assert_eq(weftStragglerAnalyze(rec, NRANKS, 50, 100, v), 1);
-  cr_expect(v[0].rank == 1 && v[0].slowLinks == 1 && v[0].lastOps == 0);
+  cr_expect(v[0].rank == 3 && v[0].slowLinks == 6, "rank %d on %d slow links", v[0].rank,
+            v[0].slowLinks);
+  free(rec);
+  /* A rank late to compute (rank 3, last in every collective by 300 us) is waited on but
+   * waits on nobody: named as last, not on links. */
+  rec = records(50, 3, 50, 300);
+  for (int q = 0; q < NRANKS; q++)
+    for (int p = 0; p < NRANKS; p++) {
+      if (p == q) continue;
+      rec[q * stride + WEFT_STRAGGLER_KIB_AT(50, NRANKS) + p] = 1600;
+      rec[q * stride + WEFT_STRAGGLER_WAIT_AT(50, NRANKS) + p] = p == 3 ? 15000 : q == 3 ? 0 : 100;
+    }
+  cr_assert_eq(weftStragglerAnalyze(rec, NRANKS, 50, 100, v), 1);
+  cr_expect(v[0].rank == 3 && v[0].slowLinks == 0 && v[0].lastOps == 50, "rank %d on %d slow "
+            "links, last in %d", v[0].rank, v[0].slowLinks, v[0].lastOps);
   free(rec);
 }
 

@@ -5,7 +5,8 @@
  * rank's verdicts ("after op N: rank R (last in K, median U us late)") and one closing line:
  *   mpi_straggler_check: PASS rank R named by op N on every rank
  * or FAIL and why. --expect R: the rank that must be named within 100 operations on every
- * rank; --alone: and no other rank named in any window. Exit 0 on PASS, 1 on FAIL, 2 usage. */
+ * rank; --alone: and no other rank named in any window; --algo NAME: WEFT_ALGO for the
+ * AllReduces (the tuner's choice by default). Exit 0 on PASS, 1 on FAIL, 2 usage. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ static int parse(int argc, char **argv, struct options *o) {
     else if (i + 1 < argc && strcmp(argv[i], "--ops") == 0) o->ops = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--window") == 0) o->window = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--expect") == 0) o->expect = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--algo") == 0) setenv("WEFT_ALGO", argv[++i], 1);
     else return 0;
   }
   return o->bytes >= 8 && o->ops > 0 && o->window > 0 && o->expect >= 0;
@@ -98,7 +100,7 @@ int main(int argc, char **argv) {
   struct options o;
   if (!parse(argc, argv, &o) || o.expect >= nranks) {
     if (rank == 0)
-      fprintf(stderr, "usage: mpi_straggler_check --expect RANK [--alone] [--bytes N] [--ops N] [--window N]\n");
+      fprintf(stderr, "usage: mpi_straggler_check --expect RANK [--alone] [--algo NAME] [--bytes N] [--ops N] [--window N]\n");
     MPI_Finalize();
     return 2;
   }

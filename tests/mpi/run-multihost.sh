@@ -27,13 +27,13 @@
 #                         count (about 20 s instead of 70 s for the four runs on 2 cores)
 #   MULTIHOST_SHAPE       ""                    cluster.sh shaping, e.g. "--rate 10gbit --delay 25us"
 #   MULTIHOST_TIMEOUT     400                   seconds per configuration
-#   MULTIHOST_STRAGGLER_RATE  ""                e.g. 200mbit: the last host's link rate (tbf,
-#                         both ends) for the straggler check (tests/mpi/mpi_straggler_check:
-#                         4 hosts x 1 rank, the slow host's rank must be named by the live
-#                         report within 100 AllReduces of 64 KiB on every rank). Not run by
-#                         default: the report names the ring successor of a slow link today,
-#                         not the rank behind it (docs/stragglers.md, "A slow link")
-#   MULTIHOST_STRAGGLER_ARGS  ""                more arguments of mpi_straggler_check (--alone)
+#   MULTIHOST_STRAGGLER_RATE  200mbit           the last host's link rate (tbf, both ends) for
+#                         the straggler check (tests/mpi/mpi_straggler_check: 4 hosts x 1 rank,
+#                         the slow host's rank must be named by the live report within 100
+#                         AllReduces of 64 KiB on every rank; docs/stragglers.md, "A slow
+#                         link"); "" skips it
+#   MULTIHOST_STRAGGLER_ARGS  ""                more arguments of mpi_straggler_check (--alone,
+#                         --algo ring, --bytes N)
 #   WEFT_*                                      forwarded to every rank (mpirun -x), e.g. WEFT_DEBUG=INFO
 set -u
 BUILD=${1:-build}
@@ -44,7 +44,7 @@ CONFIGS=${MULTIHOST_CONFIGS:-2x1 2x2:quick 4x2 3x3:quick}
 CHECK_ARGS=${MULTIHOST_CHECK_ARGS:-}
 SHAPE=${MULTIHOST_SHAPE:-}
 TIMEOUT=${MULTIHOST_TIMEOUT:-400}
-STRAGGLER_RATE=${MULTIHOST_STRAGGLER_RATE:-}
+STRAGGLER_RATE=${MULTIHOST_STRAGGLER_RATE-200mbit}
 STRAGGLER_ARGS=${MULTIHOST_STRAGGLER_ARGS:-}
 PREFIX=wft$$
 IFNAME=eth0 # the veth inside every namespace
