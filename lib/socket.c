@@ -53,20 +53,25 @@ socklen_t weftSockAddrLen(const union weftSockAddr *addr) {
 }
 
 const char *weftSockAddrName(const union weftSockAddr *addr, char name[WEFT_SOCK_NAME_MAX]) {
-  char ip[INET6_ADDRSTRLEN] = "?";
+  char ip[INET6_ADDRSTRLEN] = "?", port[8] = "";
+  unsigned p = 0;
   if (addr->sa.sa_family == AF_INET) {
     inet_ntop(AF_INET, &addr->sin.sin_addr, ip, sizeof ip);
-    snprintf(name, WEFT_SOCK_NAME_MAX, "%s:%u", ip, (unsigned)ntohs(addr->sin.sin_port));
+    p = ntohs(addr->sin.sin_port);
   } else if (addr->sa.sa_family == AF_INET6) {
     inet_ntop(AF_INET6, &addr->sin6.sin6_addr, ip, sizeof ip);
-    if (addr->sin6.sin6_scope_id != 0)
-      snprintf(name, WEFT_SOCK_NAME_MAX, "[%s%%%u]:%u", ip, (unsigned)addr->sin6.sin6_scope_id,
-               (unsigned)ntohs(addr->sin6.sin6_port));
-    else
-      snprintf(name, WEFT_SOCK_NAME_MAX, "[%s]:%u", ip, (unsigned)ntohs(addr->sin6.sin6_port));
+    p = ntohs(addr->sin6.sin6_port);
   } else {
     snprintf(name, WEFT_SOCK_NAME_MAX, "(no address)");
+    return name;
   }
+  if (p != 0) snprintf(port, sizeof port, ":%u", p);
+  if (addr->sa.sa_family == AF_INET)
+    snprintf(name, WEFT_SOCK_NAME_MAX, "%s%s", ip, port);
+  else if (addr->sin6.sin6_scope_id != 0)
+    snprintf(name, WEFT_SOCK_NAME_MAX, "[%s%%%u]%s", ip, (unsigned)addr->sin6.sin6_scope_id, port);
+  else
+    snprintf(name, WEFT_SOCK_NAME_MAX, "[%s]%s", ip, port);
   return name;
 }
 

@@ -35,7 +35,8 @@ void weftSockAddrEncode(uint8_t out[WEFT_SOCK_WIRE_BYTES], const union weftSockA
 int weftSockAddrDecode(const uint8_t in[WEFT_SOCK_WIRE_BYTES], union weftSockAddr *addr);
 
 socklen_t weftSockAddrLen(const union weftSockAddr *addr);
-/* "ip:port" or "[ip6]:port"; returns name. */
+/* "ip:port" or "[ip6]:port", without ":port" for port 0 (an address not bound to a port
+ * yet); returns name. */
 const char *weftSockAddrName(const union weftSockAddr *addr, char name[WEFT_SOCK_NAME_MAX]);
 /* Words for an I/O helper outcome (WEFT_SOCK_CLOSED, WEFT_SOCK_TIMEOUT or an errno). */
 const char *weftSockStatusText(int status, char *buf, size_t len);

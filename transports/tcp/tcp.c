@@ -463,10 +463,7 @@ static void tcpDescribe(void *state, int peer, char *buf, size_t len) {
   char ifname[64] = "?", addr[WEFT_SOCK_NAME_MAX];
   (void)peer;
   if (weftSocketInterfaceOf(&s->bindAddr, ifname, sizeof ifname) != 0) snprintf(ifname, sizeof ifname, "?");
-  weftSockAddrName(&s->bindAddr, addr);
-  char *port = strrchr(addr, ':');
-  if (port != NULL && strcmp(port, ":0") == 0) *port = '\0'; /* bound before the port is known */
-  snprintf(buf, len, "%s %s", ifname, addr);
+  snprintf(buf, len, "%s %s", ifname, weftSockAddrName(&s->bindAddr, addr));
 }
 
 const struct weftTransportOps weftTransportTcp = {
