@@ -10,6 +10,8 @@ struct weftComm;
 
 /* CLOCK_MONOTONIC, in ms. */
 int64_t weftNowMs(void);
+/* CLOCK_MONOTONIC, in ns: for timing waits and transfers (the straggler report). */
+int64_t weftNowNs(void);
 /* Deadline of a wait on comm that starts now: now + comm->timeoutMs (WEFT_TIMEOUT_MS, or the
  * config's timeout). */
 int64_t weftDeadline(const struct weftComm *comm);

@@ -31,12 +31,6 @@ static long sleepStepUs(uint32_t sleeps) {
   return us < 1000 ? us : 1000;
 }
 
-static int64_t nowNs(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 #define WAIT_SHORT_NS 20000  /* under this past the spin, a longer spin would have caught it */
 #define WAIT_LONG_NS 200000  /* over this, spinning more would only have burnt a core */
 #define WAIT_MIN_SPIN 16
@@ -44,7 +38,7 @@ static int64_t nowNs(void) {
 
 void weftWaitAdapt(struct weftWaiter *w) {
   struct weftComm *c = w->comm;
-  int64_t waited = nowNs() - w->yieldStartNs;
+  int64_t waited = weftNowNs() - w->yieldStartNs;
   if (waited < WAIT_SHORT_NS && c->spinIters < c->spinMax)
     c->spinIters = c->spinIters * 2 < c->spinMax ? c->spinIters * 2 : c->spinMax;
   else if (waited > WAIT_LONG_NS && c->spinIters > WAIT_MIN_SPIN)
@@ -53,7 +47,7 @@ void weftWaitAdapt(struct weftWaiter *w) {
 
 void weftWaitAccount(struct weftWaiter *w, int next) {
   struct weftComm *comm = w->comm;
-  int64_t now = nowNs();
+  int64_t now = weftNowNs();
   if (w->markNs != 0 && comm->waitNsByPeer != NULL) {
     int64_t waited = now - w->markNs;
     comm->opWaitNs += waited;
@@ -81,7 +75,7 @@ weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer) {
   if (w->deadlineMs == 0) {
     w->deadlineMs = weftNowMs() + comm->timeoutMs;
     w->spin = spin;
-    w->yieldStartNs = nowNs();
+    w->yieldStartNs = weftNowNs();
   }
   uint32_t yields = (uint32_t)comm->yieldIters;
   if (i < spin + yields) {

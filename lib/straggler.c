@@ -20,7 +20,7 @@ struct weftStragglers {
   int every;          /* collectives per window (WEFT_STRAGGLER_REPORT) */
   int64_t minUs;      /* WEFT_STRAGGLER_MIN_US */
   int filled;         /* collectives recorded in this window */
-  size_t recWords;    /* every + nranks: one rank's record */
+  size_t recWords;    /* one rank's record: WEFT_STRAGGLER_REC_WORDS(every, nranks) */
   uint32_t *mine;     /* this rank's record (straggler.h): waits per collective, then per peer */
   uint32_t *all;      /* nranks records, after the exchange */
   struct weftLinkMeter *meters; /* per peer, from the transports (comm->linkMeters) */
@@ -136,7 +136,8 @@ static int lastVerdict(const uint32_t *rec, int nranks, int ops, int64_t minUs, 
   }
   for (int r = 0; r < nranks; r++) {
     int c = lastOps[r];
-    if (c == 0 || c * WEFT_STRAGGLER_LAST_SHARE < ops || FAIR_DEN * nranks * c <= FAIR_NUM * lateOps) continue;
+    if (c == 0 || c * WEFT_STRAGGLER_LAST_SHARE < ops || FAIR_DEN * nranks * c <= FAIR_NUM * lateOps)
+      continue;
     int m = 0;
     for (int k = 0; k < ops; k++)
       if (lastAt[k] == r) scratch[m++] = lateAt[k];

@@ -236,6 +236,22 @@ static void ringLinks(uint32_t *rec, int ops, int slow, uint32_t kib, uint32_t f
   }
 }
 
+/* Every rank received 1600 KiB from every other in the window (no trickle) and waited per
+ * peer: onLast for rank NRANKS - 1, byLast what that rank waited on each other, other
+ * between the rest. */
+static void allToAllWaits(uint32_t *rec, int ops, uint32_t onLast, uint32_t byLast,
+                          uint32_t other) {
+  size_t stride = WEFT_STRAGGLER_REC_WORDS(ops, NRANKS);
+  for (int q = 0; q < NRANKS; q++)
+    for (int p = 0; p < NRANKS; p++) {
+      if (p == q) continue;
+      uint32_t *row = rec + q * stride;
+      row[WEFT_STRAGGLER_KIB_AT(ops, NRANKS) + p] = 1600;
+      row[WEFT_STRAGGLER_WAIT_AT(ops, NRANKS) + p] =
+          p == NRANKS - 1 ? onLast : q == NRANKS - 1 ? byLast : other;
+    }
+}
+
 Test(stragglers, slow_link_verdict) {
   weftStraggler_t v[NRANKS];
   /* Everybody waits alike (5 us) except rank 0, last in every collective by 300 us: the
@@ -269,12 +285,7 @@ Test(stragglers, slow_link_verdict) {
    * links in both directions, with every rank receiving from every other. */
   free(rec);
   rec = records(50, 0, 0, 0);
-  for (int q = 0; q < NRANKS; q++)
-    for (int p = 0; p < NRANKS; p++) {
-      if (p == q) continue;
-      rec[q * stride + WEFT_STRAGGLER_KIB_AT(50, NRANKS) + p] = 1600;
-      rec[q * stride + WEFT_STRAGGLER_WAIT_AT(50, NRANKS) + p] = p == 3 || q == 3 ? 90000 : 10000;
-    }
+  allToAllWaits(rec, 50, 90000, 90000, 10000);
   cr_assert_eq(weftStragglerAnalyze(rec, NRANKS, 50, 100, v), 1);
   cr_expect(v[0].rank == 3 && v[0].slowLinks == 6, "rank %d on %d slow links", v[0].rank,
             v[0].slowLinks);
@@ -282,12 +293,7 @@ Test(stragglers, slow_link_verdict) {
   /* A rank late to compute (rank 3, last in every collective by 300 us) is waited on but
    * waits on nobody: named as last, not on links. */
   rec = records(50, 3, 50, 300);
-  for (int q = 0; q < NRANKS; q++)
-    for (int p = 0; p < NRANKS; p++) {
-      if (p == q) continue;
-      rec[q * stride + WEFT_STRAGGLER_KIB_AT(50, NRANKS) + p] = 1600;
-      rec[q * stride + WEFT_STRAGGLER_WAIT_AT(50, NRANKS) + p] = p == 3 ? 15000 : q == 3 ? 0 : 100;
-    }
+  allToAllWaits(rec, 50, 15000, 0, 100);
   cr_assert_eq(weftStragglerAnalyze(rec, NRANKS, 50, 100, v), 1);
   cr_expect(v[0].rank == 3 && v[0].slowLinks == 0 && v[0].lastOps == 50, "rank %d on %d slow "
             "links, last in %d", v[0].rank, v[0].slowLinks, v[0].lastOps);

@@ -10,11 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
-#include <time.h>
 
 #include "bootstrap.h"
 #include "check.h"
 #include "core.h"
+#include "deadline.h"
 #include "tcp.h"
 
 /* ---- Failures: recorded here, reported by the calling thread's next op ---- */
@@ -291,23 +291,17 @@ static int tcpRecvHeader(struct tcpConn *tc, struct tcpStream *st, uint64_t k) {
 
 /* ---- The straggler report's link meter (lib/transport.h): only while the report is on ---- */
 
-static int64_t tcpMeterNowNs(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* A part came in short: the first short read starts its trickle. */
 static void tcpMeterShort(struct tcpConn *tc, struct tcpStream *st, size_t had, size_t got) {
   if (had != 0 || got == 0 || st->trickleFromNs != 0) return;
   if (atomic_load_explicit(&tc->s->comm->linkMeters, memory_order_acquire) != NULL)
-    st->trickleFromNs = tcpMeterNowNs();
+    st->trickleFromNs = weftNowNs();
 }
 
 static void tcpMeterDone(struct tcpConn *tc, struct tcpStream *st, size_t len) {
   struct weftLinkMeter *m = atomic_load_explicit(&tc->s->comm->linkMeters, memory_order_acquire);
   if (m != NULL && tc->peer >= 0 && tc->peer < tc->s->comm->nranks) {
-    int64_t ns = st->trickleFromNs != 0 ? tcpMeterNowNs() - st->trickleFromNs : 0;
+    int64_t ns = st->trickleFromNs != 0 ? weftNowNs() - st->trickleFromNs : 0;
     if (ns > 0) atomic_fetch_add_explicit(&m[tc->peer].trickleNs, ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&m[tc->peer].bytes, (int64_t)len, memory_order_relaxed);
   }
