@@ -7,17 +7,21 @@
 #   bench/multihost.sh pair  [-s SHAPE] [-R N] [-t S]    2 hosts x 1 rank, 64 MiB .. 256 MiB:
 #       raw TCP (iperf3 -P 4, one way and --bidir), weft ring over tcp, Open MPI over btl tcp
 #   bench/multihost.sh grid  [-s SHAPE] [-R N] [-t S]    4 hosts x 2 ranks, 8 B .. 256 MiB by 4:
-#       WEFT_ALGO=ring, tree, hier, and the tuner's choice (allreduce_perf -A 1; -c another)
+#       WEFT_ALGO=ring, tree, hier, and the tuner's choice (allreduce_perf -A 1; -c another),
+#       and per repetition raw TCP from host 1 to host 2 (iperf3 -P 4, 3 s), printed as the
+#       "raw TCP" line (the rate weft-sim's fabric takes, bench/sim-validate.sh)
 #   -s SHAPE   cluster.sh shaping (default "--rate 2gbit": tbf, as this kernel has no netem)
 #   -R N       repetitions, interleaved so load drifts hit every variant alike (default 3)
 #   -t S       timeout of one job in seconds (default 300)
 #   -k DIR     where the raw outputs go (default /tmp/weft-multihost.<pid>, kept); runs into a
 #              DIR that already holds outputs add to them (the medians take every run there)
+#   -g HxK     grid: H hosts of K ranks (default 4x2)
 #   -a ALGOS   grid: the variants (default "ring tree hier auto"; auto = no WEFT_ALGO)
 #   -c COLL    grid: the collective, as its benchmark's name: allreduce (default), broadcast,
 #              reduce, all_gather, reduce_scatter (COLL_perf; sizes are its -b/-e sizes)
 #   -p PARTS   grid: "small" (8 B .. 1 MiB, -n 100) and/or "large" (4 MiB .. 256 MiB, -n 4)
 #   -E BYTES   grid: the largest size (default 256M)
+#   -b BYTES   grid: the smallest size (default 8; at most 1M), sizes going up by 4 from it
 #   -X FLAGS   grid: more flags for every job's benchmark, e.g. "-z 3 -a 3" (each call timed
 #              alone, ranks released together, the slowest rank's time: a rooted collective's
 #              latency rather than the rate of calls back to back)
@@ -33,16 +37,17 @@ BENCH=$(cd "${BENCH_DIR:-$ROOT/build/bench}" && pwd) || exit 1
 mode=${1:-}
 [ $# -gt 0 ] && shift
 shape="--rate 2gbit" reps=3 limit=300 keep=/tmp/weft-multihost.$$ algos="ring tree hier auto" parts="small large"
-coll=allreduce largest=256M extra=""
+coll=allreduce largest=256M smallest=8 extra="" grid=4x2
 tablesOnly=0
-while getopts "s:R:t:k:a:p:c:E:X:T" opt; do
+while getopts "s:R:t:k:a:p:c:E:b:X:g:T" opt; do
   case $opt in
     s) shape=$OPTARG ;; R) reps=$OPTARG ;; t) limit=$OPTARG ;; k) keep=$OPTARG ;; a) algos=$OPTARG ;; p) parts=$OPTARG ;; T) tablesOnly=1 ;;
-    c) coll=$OPTARG ;; E) largest=$OPTARG ;; X) extra=$OPTARG ;;
+    c) coll=$OPTARG ;; E) largest=$OPTARG ;; X) extra=$OPTARG ;; g) grid=$OPTARG ;; b) smallest=$OPTARG ;;
     *) sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
-case $mode in pair) nh=2 k=1 ;; grid) nh=4 k=2 ;; *) echo "usage: $0 pair|grid [-s SHAPE] [-R N] [-t S] [-k DIR]" >&2; exit 2 ;; esac
+[[ $grid =~ ^([2-9]|1[0-6])x([1-8])$ ]] || { echo "$0: -g $grid: want HOSTSxRANKS, 2-16 hosts of 1-8 ranks" >&2; exit 2; }
+case $mode in pair) nh=2 k=1 ;; grid) nh=${BASH_REMATCH[1]} k=${BASH_REMATCH[2]} ;; *) echo "usage: $0 pair|grid [-s SHAPE] [-R N] [-t S] [-k DIR]" >&2; exit 2 ;; esac
 mkdir -p "$keep/bin" || exit 1
 # A private copy of the binaries: a concurrent rebuild must not swap them mid-run.
 if [ "$mode" = pair ]; then bins=(allreduce_perf mpi_allreduce_perf); else bins=("${coll}_perf"); fi
@@ -105,6 +110,19 @@ medians() { # col files...
             for (x = 2; x <= m; x++) { t = a[x] + 0; for (y = x - 1; y >= 1 && a[y] + 0 > t; y--) a[y + 1] = a[y]; a[y + 1] = t }
             print k[i], (m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2) } }' "$@"
 }
+# the median one-way Gbit/s of the iperf3 runs kept (receiver's SUM line)
+uniRate() {
+  for f in "$keep"/iperf.uni.*; do gbits '/SUM.*receiver/' "$f"; done | sort -g | awk '{ a[++n] = $1 } END { print a[int((n + 1) / 2)] }'
+}
+# iperf3's rate ($6, in its unit $7) of the lines matching PATTERN, in Gbit/s
+gbits() { # pattern file
+  awk "$1"' { r = $6; u = $7; if (u ~ /^Mbits/) r /= 1000; else if (u ~ /^Kbits/) r /= 1e6; else if (u ~ /^bits/) r /= 1e9; print r }' "$2"
+}
+rawTcp() {
+  local u
+  u=$(uniRate)
+  [ -n "$u" ] && echo "raw TCP, iperf3 -P 4, host 1 to host 2, receiver's Gbit/s (median): one way $u" && echo
+}
 human() { awk '{ b = $1; u = b >= 1048576 ? sprintf("%d MiB", b / 1048576) : b >= 1024 ? sprintf("%d KiB", b / 1024) : b " B"; $1 = u; print }' OFS='|'; }
 
 [ "$tablesOnly" = 1 ] || echo "<!-- bench/multihost.sh $mode: $(hostname), $(nproc) cpus, $(date -u '+%Y-%m-%d %H:%M'); $nh hosts x $k; shaping: $(cat "$WEFT_CLUSTER_DIR/shape"); $reps runs; raw outputs in $keep -->"
@@ -117,8 +135,8 @@ if [ "$mode" = pair ]; then
     job "mpi.$$.$r" "$BENCH/mpi_allreduce_perf" "${flags[@]}"
   done
   # Gbit/s of the receiver's SUM lines: one way, and each direction of --bidir (TX-C, RX-C)
-  uni=$(for f in "$keep"/iperf.uni.*; do awk '/SUM.*receiver/ { print $6 }' "$f"; done | sort -g | awk '{ a[++n] = $1 } END { print a[int((n + 1) / 2)] }')
-  bidir=$(for f in "$keep"/iperf.bidir.*; do awk '/SUM.*(TX|RX)-C.*receiver/ { s += $6; n++ } END { if (n) print s / n }' "$f"; done | sort -g | awk '{ a[++n] = $1 } END { print a[int((n + 1) / 2)] }')
+  uni=$(uniRate)
+  bidir=$(for f in "$keep"/iperf.bidir.*; do gbits '/SUM.*(TX|RX)-C.*receiver/' "$f" | awk '{ s += $1; n++ } END { if (n) print s / n }'; done | sort -g | awk '{ a[++n] = $1 } END { print a[int((n + 1) / 2)] }')
   echo "raw TCP, iperf3 -P 4, receiver's Gbit/s (median): one way $uni; each direction of --bidir $bidir (= $(awk -v g="$bidir" 'BEGIN { printf "%.3f", g / 8 }') GB/s)"
   echo
   echo "| size | weft ring busbw (GB/s) | Open MPI busbw (GB/s) | weft / raw bidir | weft / MPI |"
@@ -128,10 +146,11 @@ if [ "$mode" = pair ]; then
     awk -v raw="$bidir" '{ w = $1 / $2 / 1e3; m = $1 / $3 / 1e3
       printf "%s %.3f %.3f %.0f%% %.2f\n", $1, w, m, 100 * w / (raw / 8), w / m }' | human | sed 's/|/ | /g; s/^/| /; s/$/ |/'
 else
-  flags=(-b 8 -e "$largest" -f 4 -c 0)
+  flags=(-b "$smallest" -e "$largest" -f 4 -c 0)
   small=(-e 1M -n 100 -w 10)
   large=(-b 4M -n 4 -w 1)
   for ((r = 1; r <= reps; r++)); do
+    iperf "iperf.uni.$$.$r" -P 4 -t 3
     for a in $algos; do
       env=()
       [ $a = auto ] || env=(-x WEFT_ALGO=$a)
@@ -142,6 +161,7 @@ else
       done
     done
   done
+  rawTcp
   # the tuner's choice per size (the same in every run: it is a pure function of the size)
   algo() { awk '(NF == 14) && $1 ~ /^[0-9]+$/ { print $1, $14 }' "$keep"/auto.* | sort -n -u; }
   forced=$(for a in $algos; do [ "$a" = auto ] || printf '%s ' "$a"; done)

@@ -53,6 +53,7 @@ struct engine {
   const struct simOptions *o;
   struct simLinks links;
   double *linkFree;
+  double *tokens, *tokensAt; /* per link with a burst: its bucket's bytes, as of tokensAt */
   struct rankState *ranks;
   int nsim; /* simulated ranks: all, or host 0's */
   struct event *heap;
@@ -139,6 +140,20 @@ static size_t pieceBytes(const struct simStep *s, uint32_t piece) {
   return s->bytes - done < s->pieceBytes ? s->bytes - done : s->pieceBytes;
 }
 
+/* How long link l serves a piece of `wire` bytes entering at `enter`: its bytes over its
+ * bandwidth, less what its token bucket holds (a tbf: the bucket refills at the link's rate up
+ * to its burst, and bytes covered by tokens pass at once). */
+static double linkBusyUs(struct engine *e, int l, double wire, double enter, double slow) {
+  double bytesPerUs = e->links.GBs[l] * 1e3 / slow, burst = e->links.burst[l];
+  if (burst <= 0) return wire / bytesPerUs;
+  double held = e->tokens[l] + (enter - e->tokensAt[l]) * bytesPerUs;
+  if (held > burst) held = burst;
+  double busy = wire > held ? (wire - held) / bytesPerUs : 0;
+  e->tokens[l] = wire > held ? 0 : held - wire;
+  e->tokensAt[l] = enter + busy;
+  return busy;
+}
+
 /* The piece leaves src at time t for dst; it lands in dst's representative's inbox. */
 static int sendPiece(struct engine *e, int src, int dst, size_t bytes, double t) {
   struct simPath p;
@@ -150,9 +165,10 @@ static int sendPiece(struct engine *e, int src, int dst, size_t bytes, double t)
    * its path it arrives after latency + bytes over the slowest link. */
   double wire = (double)(bytes + WEFT_PRIMS_SIG_BYTES), enter = t, leave = t;
   for (int i = 0; i < p.nlinks; i++) {
-    double *free = &e->linkFree[p.link[i]];
+    int l = p.link[i];
+    double *free = &e->linkFree[l];
     if (*free > enter) enter = *free;
-    double out = enter + slow * wire / (e->links.GBs[p.link[i]] * 1e3);
+    double out = enter + linkBusyUs(e, l, wire, enter, slow);
     leave = out > leave ? out : leave;
     *free = leave;
   }
@@ -303,6 +319,8 @@ static void engineFree(struct engine *e) {
   free(e->ranks);
   free(e->heap);
   free(e->linkFree);
+  free(e->tokens);
+  free(e->tokensAt);
   if (e->arena != NULL) munmap(e->arena, (size_t)SIM_MAX_STEPS * sizeof *e->arena);
   simLinksFree(&e->links);
 }
@@ -346,10 +364,13 @@ int simRun(struct simComm *c, enum simAlgo algo, const struct simCall *call,
   e.nsim = o->symmetric ? e.f->gpus : n;
   if (simLinksInit(&e.links, e.f, n, o->symmetric, err, errLen) != 0) return -1;
   e.linkFree = calloc((size_t)e.links.nlinks, sizeof *e.linkFree);
+  /* buckets start empty: a call run back to back with others finds the link's tokens spent */
+  e.tokens = calloc((size_t)e.links.nlinks, sizeof *e.tokens);
+  e.tokensAt = calloc((size_t)e.links.nlinks, sizeof *e.tokensAt);
   e.ranks = calloc((size_t)e.nsim, sizeof *e.ranks);
   e.heap = malloc(sizeof *e.heap * (size_t)e.nsim);
   int rc = -1;
-  if (e.linkFree == NULL || e.ranks == NULL || e.heap == NULL)
+  if (e.linkFree == NULL || e.tokens == NULL || e.tokensAt == NULL || e.ranks == NULL || e.heap == NULL)
     snprintf(err, errLen, "out of memory for %d ranks", e.nsim);
   else if (recordAll(&e, algo, call) == 0)
     rc = simulate(&e, res);

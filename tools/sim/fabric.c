@@ -124,13 +124,18 @@ static int scaleupLine(struct parser *p, struct simFabric *f, char **w, int nw) 
          number(p, "lat", v[1], latencyUnits, "1.5us", 0, 1e5, &f->suLatUs);
 }
 
+/* burst: a token bucket in front of each NIC link (an emulated cluster's tbf shaping: up to
+ * that many bytes pass at once after the link was idle, on average the link's bw); absent: 0,
+ * a plain link serialising at bw. */
 static int nicLine(struct parser *p, struct simFabric *f, char **w, int nw) {
-  static const char *const keys[] = {"count", "bw", "lat"};
-  const char *v[3];
-  int64_t count;
-  if (pairs(p, "nic", w, nw, keys, 3, 0, v) || integer(p, "count", v[0], noUnit, 1, 64, &count))
+  static const char *const keys[] = {"count", "bw", "lat", "burst"};
+  const char *v[4];
+  int64_t count, burst = 0;
+  if (pairs(p, "nic", w, nw, keys, 4, 1u << 3, v) || integer(p, "count", v[0], noUnit, 1, 64, &count))
     return -1;
+  if (v[3] && integer(p, "burst", v[3], byteUnits, 0, 1 << 30, &burst)) return -1;
   f->nics = (int)count;
+  f->nicBurstBytes = (double)burst;
   return number(p, "bw", v[1], bandwidthUnits, "400Gbps", 1e-3, 1e5, &f->nicGBs) ||
          number(p, "lat", v[2], latencyUnits, "3us", 0, 1e6, &f->nicLatUs);
 }

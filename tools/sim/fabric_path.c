@@ -2,7 +2,7 @@
  * Links, each one way with its own bandwidth (a message occupies every link of its path for
  * its bytes over that link's bandwidth, docs/scale.md "The model"):
  * - per rank: its scale-up port out and in (the host's switch is non-blocking);
- * - per host and NIC: out and in;
+ * - per host and NIC: out and in, each behind a token bucket where the fabric gives a burst;
  * - per leaf (leafspine, rail): its uplinks to the spines and its downlinks from them, each
  *   bundle as one link of the leaf's downward capacity over the oversubscription (ECMP spread
  *   perfectly: the model has no adaptive routing nor hash collisions).
@@ -33,13 +33,18 @@ int simLinksInit(struct simLinks *L, const struct simFabric *f, int nranks, int 
   int leaves = fold ? (f->net == SIM_NET_RAIL ? f->nics : L->nleaves > 0) : L->nleaves;
   L->nlinks = 2 * ranks + 2 * hosts * f->nics + 2 * leaves;
   L->GBs = malloc(sizeof(double) * (size_t)L->nlinks);
-  if (L->GBs == NULL) {
+  L->burst = calloc((size_t)L->nlinks, sizeof(double));
+  if (L->GBs == NULL || L->burst == NULL) {
+    simLinksFree(L);
     snprintf(err, errLen, "out of memory for %d links", L->nlinks);
     return -1;
   }
   int i = 0;
   for (; i < 2 * ranks; i++) L->GBs[i] = f->suGBs;
-  for (; i < 2 * ranks + 2 * hosts * f->nics; i++) L->GBs[i] = f->nicGBs;
+  for (; i < 2 * ranks + 2 * hosts * f->nics; i++) {
+    L->GBs[i] = f->nicGBs;
+    L->burst[i] = f->nicBurstBytes;
+  }
   /* a leaf's downward capacity: its hosts' NICs on it */
   double down = (double)hpl * (f->net == SIM_NET_RAIL ? 1 : f->nics) * f->nicGBs;
   double bundle = down / f->oversub;
@@ -50,7 +55,9 @@ int simLinksInit(struct simLinks *L, const struct simFabric *f, int nranks, int 
 
 void simLinksFree(struct simLinks *L) {
   free(L->GBs);
+  free(L->burst);
   L->GBs = NULL;
+  L->burst = NULL;
 }
 
 /* Link numbers: ranks' ports, hosts' NICs, leaves' bundles; folded onto host 0 when fold. */

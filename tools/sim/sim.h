@@ -28,6 +28,7 @@ struct simFabric {
   double suGBs, suLatUs;     /* scale-up: each accelerator's port, and one hop */
   int nics;                  /* NICs (rails) per host; accelerator g uses NIC g * nics / gpus */
   double nicGBs, nicLatUs;   /* each NIC's bandwidth; NIC-to-NIC latency through one switch */
+  double nicBurstBytes;      /* a token bucket's depth in front of each NIC link (0: none) */
   enum simNet net;
   int hostsPerLeaf;          /* leafspine, rail: hosts below one leaf (rail: per rail leaf) */
   double oversub;            /* a leaf's downlink capacity over its uplink capacity */
@@ -58,7 +59,8 @@ struct simLinks {
   const struct simFabric *f;
   int nranks, nhosts, fold;
   int nleaves, nlinks;
-  double *GBs; /* per link */
+  double *GBs;   /* per link */
+  double *burst; /* per link: its token bucket's depth in bytes (0: none) */
 };
 int simLinksInit(struct simLinks *L, const struct simFabric *f, int nranks, int fold,
                  char *err, size_t errLen);
