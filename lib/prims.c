@@ -251,11 +251,11 @@ static int stepSends(enum stepKind kind) { return kind != STEP_RECV && kind != S
 /* What the tap sees of a step: the same peers stepPiece() waits on and posts to. */
 static void tapStep(const struct weftPrims *p, enum stepKind kind, size_t count, size_t pieces) {
   struct weftPrimsStep s = {(enum weftPrimsKind)kind, count * p->typeSize,
-                            p->pieceCount * p->typeSize, pieces, 0, 0, {0}, {0}};
+                            p->pieceCount * p->typeSize, pieces, 0, 0, {0}, {0}, {0}, {0}};
   if (stepReceives(kind))
-    for (int i = 0; i < p->nrecv; i++) s.recvPeer[s.nrecv++] = p->recv[i]->peer;
+    for (int i = 0; i < p->nrecv; i++) s.recvConn[s.nrecv] = p->recv[i], s.recvPeer[s.nrecv++] = p->recv[i]->peer;
   if (stepSends(kind))
-    for (int i = 0; i < p->nsend; i++) s.sendPeer[s.nsend++] = p->send[i]->peer;
+    for (int i = 0; i < p->nsend; i++) s.sendConn[s.nsend] = p->send[i], s.sendPeer[s.nsend++] = p->send[i]->peer;
   p->comm->primsTap->step(p->comm->primsTap->ctx, &s);
 }
 

@@ -129,6 +129,9 @@ struct weftPrimsStep {
   size_t pieces;
   int nrecv, nsend;
   int recvPeer[WEFT_PRIMS_MAX_PEERS], sendPeer[WEFT_PRIMS_MAX_PEERS];
+  /* the links themselves: two links between the same ranks are two FIFOs (weft-sim tells
+   * them apart, e.g. the communicator ring's token beside hier's chain) */
+  const struct weftConn *recvConn[WEFT_PRIMS_MAX_PEERS], *sendConn[WEFT_PRIMS_MAX_PEERS];
 };
 struct weftPrimsTap {
   void (*step)(void *ctx, const struct weftPrimsStep *s);

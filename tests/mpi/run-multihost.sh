@@ -4,7 +4,8 @@
 # tests/mpi/nsagent as over ssh, Open MPI's own traffic (launch, out-of-band, btl tcp) crossing
 # the namespaces too. Runs mpi_coll_check (every collective and grouped Send/Recv, each algorithm
 # forced in turn, then the tuner) on 2 hosts x 1 rank, 2x2, 4x2 and 3x3 (and, when asked for,
-# the live straggler report on 4 hosts, one of them behind a slow link).
+# the live straggler report on 4 hosts, one of them behind a slow link, and weft-sim's
+# predictions against measured AllReduces on shaped links).
 #
 #   tests/mpi/run-multihost.sh [build dir]     (root; default build dir: build)
 #
@@ -34,6 +35,11 @@
 #                         link"); "" skips it
 #   MULTIHOST_STRAGGLER_ARGS  ""                more arguments of mpi_straggler_check (--alone,
 #                         --algo ring, --bytes N)
+#   MULTIHOST_AGREEMENT   "2x1 1gbit"           hosts x ranks and link rate where weft-sim's
+#                         predicted AllReduce times must agree with measured ones
+#                         (bench/sim-validate.sh -A 0.15 on its own cluster, 512 KiB and 4 MiB,
+#                         ring, tree, hier and the tuner, 3 runs: every prediction within 15%,
+#                         the same winner or a tie within 5%; docs/scale.md); "" skips it
 #   WEFT_*                                      forwarded to every rank (mpirun -x), e.g. WEFT_DEBUG=INFO
 set -u
 BUILD=${1:-build}
@@ -46,6 +52,7 @@ SHAPE=${MULTIHOST_SHAPE:-}
 TIMEOUT=${MULTIHOST_TIMEOUT:-400}
 STRAGGLER_RATE=${MULTIHOST_STRAGGLER_RATE-200mbit}
 STRAGGLER_ARGS=${MULTIHOST_STRAGGLER_ARGS:-}
+AGREEMENT=${MULTIHOST_AGREEMENT-2x1 1gbit}
 PREFIX=wft$$
 IFNAME=eth0 # the veth inside every namespace
 
@@ -219,6 +226,20 @@ if [ -n "$STRAGGLER_RATE" ] && [ "$maxHosts" -ge 4 ]; then
     else ok=0 why="exit $jobrc, ${jobtime}s"; fi
     verdict $ok "straggler on a slow link ($STRAGGLER_RATE)" "$why"
   fi
+fi
+
+# weft-sim against the cluster (its own, shaped on every link): the reduced validation set.
+if [ -n "$AGREEMENT" ]; then
+  read -r shape rate <<<"$AGREEMENT"
+  say "sim agreement: $shape at $rate, 512 KiB and 4 MiB (bench/sim-validate.sh -A 0.15)"
+  start=$(date +%s)
+  BENCH_DIR=$BUILD_ABS/bench SIM=$BUILD_ABS/tools/weft-sim \
+    "$HERE/../../bench/sim-validate.sh" -g "$shape" -r "$rate" -R 3 -b 512K -E 4M -A 0.15 \
+    -k "$tmp/simval" >"$tmp/simval.md" 2>"$tmp/simval.err"
+  rc=$?
+  grep -v '^<!--' "$tmp/simval.md" | sed 's/^/  /'
+  [ $rc = 0 ] || tail -5 "$tmp/simval.err" | sed 's/^/  | /'
+  verdict $([ $rc = 0 ] && echo 1 || echo 0) "sim agreement ($shape, $rate)" "exit $rc, $(($(date +%s) - start))s"
 fi
 
 echo

@@ -1,6 +1,7 @@
 /* The event-driven engine: every simulated rank walks its recorded schedule piece by piece, as
  * lib/prims.c does. A piece starts when the rank is free and every piece it receives has
- * arrived (pieces of a link arrive in order, as its slots); it takes the rank's per-piece
+ * arrived (pieces of a link arrive in order, as its slots; two links between the same ranks,
+ * such as the ring's token beside hier's chain, are two queues); it takes the rank's per-piece
  * overhead (and its reduction time, for a reducing step), then its sends leave: each occupies
  * every link of its path for its bytes over that link's bandwidth, cut through link by link
  * (see sendPiece), and arrives after the path's latency plus its bytes over the slowest link
@@ -28,7 +29,8 @@ struct queue {
 };
 
 struct inbox {
-  int src; /* simulated rank it comes from, -1: free */
+  int src;  /* simulated rank it comes from, -1: free */
+  int chan; /* which of the pair's links (enum simChan) */
   double last; /* arrival of the last piece: a link delivers in order */
   struct queue q;
 };
@@ -84,12 +86,13 @@ static int push(struct queue *q, double t) {
   return 0;
 }
 
-static struct inbox *inboxOf(struct rankState *r, int src, int create) {
+static struct inbox *inboxOf(struct rankState *r, int src, int chan, int create) {
   for (int i = 0; i < INBOX_PEERS; i++) {
-    if (r->in[i].src == src) return &r->in[i];
+    if (r->in[i].src == src && r->in[i].chan == chan) return &r->in[i];
     if (r->in[i].src < 0) {
       if (!create) return NULL;
       r->in[i].src = src;
+      r->in[i].chan = chan;
       return &r->in[i];
     }
   }
@@ -154,8 +157,9 @@ static double linkBusyUs(struct engine *e, int l, double wire, double enter, dou
   return busy;
 }
 
-/* The piece leaves src at time t for dst; it lands in dst's representative's inbox. */
-static int sendPiece(struct engine *e, int src, int dst, size_t bytes, double t) {
+/* The piece leaves src at time t for dst on link chan; it lands in dst's representative's
+ * inbox of that link. */
+static int sendPiece(struct engine *e, int src, int dst, int chan, size_t bytes, double t) {
   struct simPath p;
   simPathOf(&e->links, src, dst, &p);
   double slow = 1;
@@ -174,7 +178,7 @@ static int sendPiece(struct engine *e, int src, int dst, size_t bytes, double t)
   }
   double arrival = leave + p.latUs;
   int to = repOf(e, dst);
-  struct inbox *in = inboxOf(&e->ranks[to], repOf(e, src), 1);
+  struct inbox *in = inboxOf(&e->ranks[to], repOf(e, src), chan, 1);
   if (in == NULL) return -1;
   if (arrival < in->last) arrival = in->last;
   in->last = arrival;
@@ -214,7 +218,7 @@ static int attempt(struct engine *e, int rank, double now) {
   double need = r->freeAt;
   struct inbox *from[SIM_STEP_PEERS];
   for (int i = 0; i < s->nrecv; i++) {
-    from[i] = inboxOf(r, repOf(e, s->peer[i]), 0);
+    from[i] = inboxOf(r, repOf(e, s->peer[i]), simStepChan(s, i), 0);
     if (from[i] == NULL || from[i]->q.len == 0) {
       r->waiting = 1;
       return 0;
@@ -232,7 +236,8 @@ static int attempt(struct engine *e, int rank, double now) {
   double end = now + e->f->overheadUs + (isReduce(s->kind) ? (double)bytes / (e->f->reduceGBs * 1e3) : 0);
   int me = r->sched.rank;
   for (int i = 0; i < s->nsend; i++)
-    if (sendPiece(e, me, s->peer[s->nrecv + i], bytes, end) != 0) return -1;
+    if (sendPiece(e, me, s->peer[s->nrecv + i], simStepChan(s, s->nrecv + i), bytes, end) != 0)
+      return -1;
   e->pieces++;
   r->freeAt = end;
   if (++r->piece == s->pieces) {

@@ -295,7 +295,7 @@ int simTunerChoice(struct simComm *c, const struct simCall *call) {
 
 /* ---- recording ---- */
 
-int simRankSchedAdd(struct simRankSched *s, const struct weftPrimsStep *step) {
+int simRankSchedAdd(struct simRankSched *s, const struct weftPrimsStep *step, unsigned chans) {
   if (step->nrecv + step->nsend > SIM_STEP_PEERS || step->bytes > UINT32_MAX ||
       step->pieceBytes > UINT32_MAX || step->pieces > UINT32_MAX)
     return -1;
@@ -316,6 +316,7 @@ int simRankSchedAdd(struct simRankSched *s, const struct weftPrimsStep *step) {
   d->kind = (uint8_t)step->kind;
   d->nrecv = (uint8_t)step->nrecv;
   d->nsend = (uint8_t)step->nsend;
+  d->chans = (uint8_t)chans;
   for (int i = 0; i < step->nrecv; i++) d->peer[i] = step->recvPeer[i];
   for (int i = 0; i < step->nsend; i++) d->peer[step->nrecv + i] = step->sendPeer[i];
   return 0;
@@ -327,13 +328,32 @@ void simRankSchedFree(struct simRankSched *s) {
 }
 
 struct recorder {
+  const struct simComm *c;
   struct simRankSched *out;
   int failed;
 };
 
+static int inside(const struct weftConn *conn, const void *obj, size_t size) {
+  const char *p = (const char *)conn, *o = obj;
+  return p >= o && p < o + size;
+}
+
+/* Which of the rank pair's links conn is (enum simChan): the object of this communicator's
+ * states it lies in. */
+static unsigned channelOf(const struct simComm *c, const struct weftConn *conn) {
+  if (inside(conn, &c->comm.ring, sizeof c->comm.ring)) return SIM_CHAN_RING;
+  if (inside(conn, &c->tree.tree[0], sizeof c->tree.tree[0])) return SIM_CHAN_TREE0;
+  if (inside(conn, &c->tree.tree[1], sizeof c->tree.tree[1])) return SIM_CHAN_TREE1;
+  return SIM_CHAN_HIER;
+}
+
 static void recordStep(void *ctx, const struct weftPrimsStep *step) {
   struct recorder *r = ctx;
-  if (simRankSchedAdd(r->out, step) != 0) r->failed = 1;
+  unsigned chans = 0;
+  for (int i = 0; i < step->nrecv; i++) chans |= channelOf(r->c, step->recvConn[i]) << (2 * i);
+  for (int i = 0; i < step->nsend; i++)
+    chans |= channelOf(r->c, step->sendConn[i]) << (2 * (step->nrecv + i));
+  if (simRankSchedAdd(r->out, step, chans) != 0) r->failed = 1;
 }
 
 /* Buffers for run(): one inaccessible reservation large enough for the call's buffers (send
@@ -386,7 +406,7 @@ int simRecord(struct simComm *c, enum simAlgo algo, const struct simCall *call, 
   setRank(c, rank);
   memset(out, 0, sizeof *out);
   out->rank = rank;
-  struct recorder rec = {out, 0};
+  struct recorder rec = {c, out, 0};
   struct weftPrimsTap tap = {recordStep, &rec, 1};
   c->comm.primsTap = &tap;
   int idx = c->algoIndex[algo];

@@ -75,9 +75,15 @@ int simHostOf(const struct simFabric *f, int rank);
 #define SIM_STEP_PEERS 4
 struct simStep {
   uint32_t bytes, pieceBytes, pieces;
-  uint8_t kind, nrecv, nsend, pad;
+  uint8_t kind, nrecv, nsend;
+  uint8_t chans; /* 2 bits per peer: which of the rank pair's links (enum simChan) */
   int32_t peer[SIM_STEP_PEERS];
 };
+/* The links weft's states hold between two ranks, each its own FIFO: the communicator's ring
+ * (hier's call token), each of the two trees, hier's rings (local and inter-host ones never
+ * join the same two ranks). A piece is received from the link it was sent on. */
+enum simChan { SIM_CHAN_RING, SIM_CHAN_TREE0, SIM_CHAN_TREE1, SIM_CHAN_HIER };
+static inline int simStepChan(const struct simStep *s, int i) { return (s->chans >> (2 * i)) & 3; }
 struct simRankSched {
   int rank;
   struct simStep *steps; /* the steps that move something (empty ones are left out) */
@@ -117,7 +123,8 @@ int simRecord(struct simComm *c, enum simAlgo algo, const struct simCall *call, 
               struct simRankSched *out, char *err, size_t errLen);
 void simRankSchedFree(struct simRankSched *s);
 /* Appends a tapped step (the tap's callback; also used by tests for real runs). */
-int simRankSchedAdd(struct simRankSched *s, const struct weftPrimsStep *step);
+/* chans: 2 bits per peer (receive peers, then send peers), as struct simStep holds them. */
+int simRankSchedAdd(struct simRankSched *s, const struct weftPrimsStep *step, unsigned chans);
 
 /* ---- engine (engine.c) ---- */
 
