@@ -137,6 +137,19 @@ Test(engine, token_bucket_hides_dependency_chains, .timeout = 30) {
   for (int i = 0; i < 3; i++) cr_expect(all[i] >= wire, "%.1f us beats the rate (%.1f us)", all[i], wire);
 }
 
+/* hier's AllReduce with one rank per host is a chained Reduce to rank 0, then its Broadcast,
+ * beside a token each rank passes to its successor on the communicator's ring: another link
+ * between the same two ranks. A piece of 512 KiB is forwarded only once it has arrived, so
+ * each chain's 3 hops wait for it in turn: at least 6 times its wire time. (When the token's
+ * link and the chain's were one queue, ranks forwarded the data on the token's arrival: 2.) */
+Test(engine, hier_chain_waits_for_its_data, .timeout = 30) {
+  struct simFabric f = load(good);
+  size_t bytes = 512 * 1024;
+  double wire = (double)bytes / (f.nicGBs * 1e3);
+  double got = simulate(&f, 4, SIM_HIER, weftCollAllReduce, bytes, 0);
+  cr_expect(got >= 6 * wire, "hier on 4 hosts x 1: %.1f us, under 6 pieces' wire time (%.1f us)", got, 6 * wire);
+}
+
 static const char *const railed =
     "name r\nhosts 8\ngpus 4\nscaleup bw 200GB/s lat 1us\nnic count 4 bw 100Gbps lat 4us\n"
     "network rail hosts_per_leaf 8 oversub 2 hop 1us\nrank overhead 0.5us reduce 100GB/s\n";
