@@ -9,7 +9,10 @@
 #   bench/multihost.sh grid  [-s SHAPE] [-R N] [-t S]    4 hosts x 2 ranks, 8 B .. 256 MiB by 4:
 #       WEFT_ALGO=ring, tree, hier, and the tuner's choice (allreduce_perf -A 1; -c another),
 #       and per repetition raw TCP from host 1 to host 2 (iperf3 -P 4, 3 s), printed as the
-#       "raw TCP" line (the rate weft-sim's fabric takes, bench/sim-validate.sh)
+#       "raw TCP" line (the rate weft-sim's fabric takes, bench/sim-validate.sh), and, for
+#       allreduce, a CPU probe: 2 ranks of host 1 over tcp on its loopback (no shaping: only
+#       the cores' copies), ring AllReduce of 64 MiB, printed as the "cpu probe" line (the
+#       cost of weft-sim's cpu line, bench/sim-validate.sh)
 #   -s SHAPE   cluster.sh shaping (default "--rate 2gbit": tbf, as this kernel has no netem)
 #   -R N       repetitions, interleaved so load drifts hit every variant alike (default 3)
 #   -t S       timeout of one job in seconds (default 300)
@@ -84,13 +87,20 @@ MPIRUN=(timeout -k 10 "$limit" mpirun --allow-run-as-root --oversubscribe --bind
   --mca oob_tcp_if_include "$WEFT_CLUSTER_SUBNET" --mca btl_tcp_if_include "$WEFT_CLUSTER_SUBNET"
   --mca btl self,tcp --mca mpi_yield_when_idle 1
   -x WEFT_SOCKET_IFNAME=eth0 -np $((nh * k)) --host "$hostList")
-for v in $(compgen -e | grep '^WEFT_' | grep -v -e '^WEFT_CLUSTER' -e '^WEFT_SOCKET_IFNAME$'); do MPIRUN+=(-x "$v"); done
+# the CPU probe's launcher: 2 ranks on host 1 (MPIRUN's flags, its last 4 replaced)
+PROBE=("${MPIRUN[@]:0:${#MPIRUN[@]}-4}" -np 2 --host "${HOSTS[0]:-none}:2")
+for v in $(compgen -e | grep '^WEFT_' | grep -v -e '^WEFT_CLUSTER' -e '^WEFT_SOCKET_IFNAME$'); do
+  MPIRUN+=(-x "$v")
+  PROBE+=(-x "$v")
+done
 
-job() { # log, then the command (after mpirun's flags)
+job() { # log, then the command (after mpirun's flags; PROBE's where PROBE_RUN is set)
   local log=$1
   shift
   echo "# $(date +%T) $log" >&2
-  "${MPIRUN[@]}" "$@" >"$keep/$log" 2>&1 || echo "# $log failed (exit $?): $(tail -2 "$keep/$log")" >&2
+  local -a run=("${MPIRUN[@]}")
+  [ -n "${PROBE_RUN:-}" ] && run=("${PROBE[@]}")
+  "${run[@]}" "$@" >"$keep/$log" 2>&1 || echo "# $log failed (exit $?): $(tail -2 "$keep/$log")" >&2
 }
 iperf() { # log, iperf3 flags: server in host 2, client in host 1; Gbit/s per direction
   local log=$1
@@ -122,6 +132,9 @@ rawTcp() {
   local u
   u=$(uniRate)
   [ -n "$u" ] && echo "raw TCP, iperf3 -P 4, host 1 to host 2, receiver's Gbit/s (median): one way $u" && echo
+  compgen -G "$keep/probe.*" >/dev/null || return 0
+  u=$(medians 6 "$keep"/probe.* | awk '$1 == 67108864 { print $2 }')
+  [ -n "$u" ] && echo "cpu probe, 2 ranks of host 1 over tcp on loopback, ring AllReduce of 64 MiB, us (median): $u" && echo
 }
 human() { awk '{ b = $1; u = b >= 1048576 ? sprintf("%d MiB", b / 1048576) : b >= 1024 ? sprintf("%d KiB", b / 1024) : b " B"; $1 = u; print }' OFS='|'; }
 
@@ -151,6 +164,8 @@ else
   large=(-b 4M -n 4 -w 1)
   for ((r = 1; r <= reps; r++)); do
     iperf "iperf.uni.$$.$r" -P 4 -t 3
+    [ "$coll" = allreduce ] && PROBE_RUN=1 job "probe.$$.$r" -x WEFT_TRANSPORTS=tcp -x WEFT_ALGO=ring \
+      "$BENCH/allreduce_perf" -b 64M -e 64M -n 4 -w 1 -c 0
     for a in $algos; do
       env=()
       [ $a = auto ] || env=(-x WEFT_ALGO=$a)

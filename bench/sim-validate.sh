@@ -4,8 +4,11 @@
 # every link shaped to RATE (ring, tree, hier forced, and the tuner's choice; the raw TCP rate
 # measured in the same cluster), writes a fabric for that cluster from
 # tools/sim/fabrics/namespace-4x2.fabric (its hosts, gpus and NIC replaced: the NIC's
-# bandwidth is the measured iperf3 rate, its burst the tbf's, cluster.sh tbf-burst RATE;
-# nothing is fitted to the AllReduce times), runs
+# bandwidth is the measured iperf3 rate, its burst the tbf's, cluster.sh tbf-burst RATE; its
+# cpu line the machine's cores, shared by every emulated host, with the copy speed at which
+# weft-sim's 2-rank ring of 64 MiB over an unlimited link takes what the run's CPU probe took
+# (multihost.sh: 2 ranks of host 1 over tcp on loopback, no shaping); nothing is fitted to
+# the grid's own AllReduce times), runs
 # weft-sim on it for the same sizes and prints, per size, predicted / measured time per
 # algorithm and both winners.
 #
@@ -57,6 +60,30 @@ awk -F'|' '$2 ~ /[0-9] (B|KiB|MiB)/ { gsub(/ /, "", $3); gsub(/ /, "", $4); gsub
   while IFS='|' read -r size rest; do echo "$(echo "$size" | toBytes) $rest"; done | sort -n >"$keep/measured.txt"
 [ -s "$keep/measured.txt" ] || { echo "$0: no measured rows in $keep/measured.md" >&2; exit 1; }
 
+# The copy speed (GB/s) at which the simulated probe (2 hosts of 1 rank on an unlimited link,
+# the machine's cores, ring AllReduce of 64 MiB) takes the measured probe's time: bisection on
+# a log scale (the time falls as the speed grows).
+fitCopy() { # probe-us
+  local lo=0.01 hi=1000 mid t i probeFabric=$keep/probe.fabric
+  for ((i = 0; i < 40; i++)); do
+    mid=$(awk -v a="$lo" -v b="$hi" 'BEGIN { printf "%.6g", sqrt(a * b) }')
+    sed -e '/^#/d' -e "s/^name .*/name      cpu-probe/" -e "s/^hosts .*/hosts     2/" -e "s/^gpus .*/gpus      1/" \
+      -e "s/^nic .*/nic       count 1 bw 1000GB\/s lat 10us/" "$TEMPLATE" >"$probeFabric"
+    echo "cpu       cores $(nproc) copy ${mid}GB/s pool machine" >>"$probeFabric"
+    t=$("$SIM" "$probeFabric" --coll allreduce --ranks 2 --sizes 64MiB --algo ring | awk '$1 == 2 && $2 == "64MiB" { print $3 }')
+    [ -n "$t" ] || return 1
+    if awk -v t="$t" -v m="$1" 'BEGIN { exit !(t > m) }'; then lo=$mid; else hi=$mid; fi
+  done
+  echo "$mid"
+}
+probeUs=$(awk '/^cpu probe/ { print $NF }' "$keep/measured.md")
+cpuLine="" copyGBs=""
+if [ -n "$probeUs" ]; then
+  copyGBs=$(fitCopy "$probeUs") || { echo "$0: weft-sim failed on the probe's fabric" >&2; exit 1; }
+  cpuLine="cpu       cores $(nproc) copy ${copyGBs}GB/s pool machine"
+else
+  echo "$0: no cpu probe in $keep/measured.md (a run before the probe): no cpu line" >&2
+fi
 burst=$("$ROOT/tests/mpi/cluster.sh" tbf-burst "$rate") || exit 1
 fabric=$keep/namespace-$grid.fabric
 {
@@ -65,6 +92,7 @@ fabric=$keep/namespace-$grid.fabric
   echo "# measured in the same cluster ($gbps Gbit/s)."
   sed -e '/^#/d' -e "s/^name .*/name      namespace-$grid-$rate/" -e "s/^hosts .*/hosts     $nh/" \
     -e "s/^gpus .*/gpus      $k/" -e "s/^nic .*/nic       count 1 bw ${gbps}Gbps lat 25us burst $burst/" "$TEMPLATE"
+  [ -z "$cpuLine" ] || { echo "# the cpu probe took $probeUs us"; echo "$cpuLine"; }
 } >"$fabric"
 sizes=$(awk '{ printf "%s%s", (NR > 1 ? "," : ""), $1 }' "$keep/measured.txt")
 "$SIM" "$fabric" --coll allreduce --ranks $((nh * k)) --sizes "$sizes" --algo ring,tree,hier >"$keep/sim.txt" 2>&1 ||
@@ -74,7 +102,7 @@ awk '$1 ~ /^[0-9]+$/ && $2 ~ /B$/ { print $2, $3, $5, $7, $9 }' "$keep/sim.txt" 
   while read -r size rest; do echo "$(echo "$size" | toBytes) $rest"; done | sort -n >"$keep/sim.rows"
 
 echo "<!-- bench/sim-validate.sh -g $grid -r $rate: $(grep -h -m1 '^<!--' "$keep/run.md" 2>/dev/null | sed 's/<!-- //; s/ -->//'); fabric $fabric -->"
-echo "$nh hosts x $k ranks, every link at $rate (tbf); raw TCP one way $gbps Gbit/s. Time in us; predicted / measured:"
+echo "$nh hosts x $k ranks, every link at $rate (tbf); raw TCP one way $gbps Gbit/s; ${copyGBs:+cpu probe $probeUs us (copy ${copyGBs} GB/s a core and side). }Time in us; predicted / measured:"
 echo
 echo "| size | ring sim | ring meas | ratio | tree sim | tree meas | ratio | hier sim | hier meas | ratio | winner sim / meas | tuner picks (sim / run) |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--|:--|"

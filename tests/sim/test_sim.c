@@ -49,6 +49,9 @@ Test(fabric, refuses_with_line_and_cause, .timeout = 10) {
     {"name a\nnetwork rail oversub 0.5 hosts_per_leaf 4 hop 1us\n", "'oversub' 0.5 is out of range"},
     {"name a\ngpus 2.5\n", "'gpus' needs a whole number"},
     {"name a\nscaleup bw -3GB/s lat 1us\n", "'bw' -3GB/s is out of range"},
+    {"name a\ncpu cores 2 copy 1GB/s pool rack\n", "bad:2: 'cpu' pool 'rack' is not host or machine"},
+    {"name a\ncpu cores 2\n", "bad:2: 'cpu' needs 'copy'"},
+    {"name a\ncpu cores 0 copy 1GB/s\n", "'cores' 0 is out of range"},
     {"name a\nhosts 2\ngpus 8\nscaleup bw 1GB/s lat 1us\nnic count 3 bw 1Gbps lat 1us\nnetwork flat\n",
      "3 NICs cannot be shared evenly by 8 accelerators"},
   };
@@ -148,6 +151,31 @@ Test(engine, hier_chain_waits_for_its_data, .timeout = 30) {
   double wire = (double)bytes / (f.nicGBs * 1e3);
   double got = simulate(&f, 4, SIM_HIER, weftCollAllReduce, bytes, 0);
   cr_expect(got >= 6 * wire, "hier on 4 hosts x 1: %.1f us, under 6 pieces' wire time (%.1f us)", got, 6 * wire);
+}
+
+/* With a cpu line, a byte crossing a NIC costs a core its copy time on each side. On NICs far
+ * faster than the copies, a 2-rank ring of 64 MiB sends 64 MiB each way: 4 copies of 64 MiB
+ * in all, shared by the cores that run them (both hosts' 2 cores, or the one machine's 2 when
+ * the hosts share it), within 20% of that bound: the ring runs in segments of 2 MiB a rank,
+ * each a send, a reduce-and-send and a receive of 4 pieces, and each segment fills and drains
+ * its pipeline (a host's 2 cores idle for 0.6 of its 4.8 ms); one pool for both hosts fills
+ * those gaps with the other host's copies. */
+Test(engine, cpu_copies_bound_a_fast_network, .timeout = 30) {
+  static const char *const hostPool =
+      "name c\nhosts 2\ngpus 1\nscaleup bw 4GB/s lat 1us\nnic count 1 bw 1000GB/s lat 25us\n"
+      "network flat hop 0us\nrank overhead 1us reduce 100GB/s\ncpu cores 2 copy 1GB/s\n";
+  static const char *const machinePool =
+      "name m\nhosts 2\ngpus 1\nscaleup bw 4GB/s lat 1us\nnic count 1 bw 1000GB/s lat 25us\n"
+      "network flat hop 0us\nrank overhead 1us reduce 100GB/s\ncpu cores 2 copy 1GB/s pool machine\n";
+  struct simFabric h = load(hostPool), m = load(machinePool);
+  cr_expect(h.cpuCores == 2 && !h.cpuPoolMachine && m.cpuPoolMachine, "cpu lines misread");
+  cr_expect_float_eq(h.cpuCopyGBs, 1.0, 1e-12);
+  size_t bytes = 64u << 20;
+  double copies = 4.0 * (double)bytes / 1e3; /* us of one core at 1 GB/s */
+  double perHost = simulate(&h, 2, SIM_RING, weftCollAllReduce, bytes, 0);
+  double shared = simulate(&m, 2, SIM_RING, weftCollAllReduce, bytes, 0);
+  cr_expect(perHost >= copies / 4 && perHost < 1.2 * copies / 4, "2 cores per host: %.0f us, bound %.0f", perHost, copies / 4);
+  cr_expect(shared >= copies / 2 && shared < 1.1 * copies / 2, "2 cores in all: %.0f us, bound %.0f", shared, copies / 2);
 }
 
 static const char *const railed =

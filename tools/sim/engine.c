@@ -56,6 +56,7 @@ struct engine {
   struct simLinks links;
   double *linkFree;
   double *tokens, *tokensAt; /* per link with a burst: its bucket's bytes, as of tokensAt */
+  double *coreFree; /* with a cpu line: when each core of each pool is next free */
   struct rankState *ranks;
   int nsim; /* simulated ranks: all, or host 0's */
   struct event *heap;
@@ -157,8 +158,29 @@ static double linkBusyUs(struct engine *e, int l, double wire, double enter, dou
   return busy;
 }
 
+/* ---- cores (the fabric's cpu line) ---- */
+
+/* Work of `us` for rank's pool, ready at `ready`: it takes the pool's earliest free core
+ * (ranks and progress threads are scheduled on whichever core is free) and ends at the
+ * returned time; *start, if given, is when it began. */
+static double onCore(struct engine *e, int rank, double ready, double us, double *start) {
+  int cores = e->f->cpuCores;
+  double *pool = e->coreFree + (e->f->cpuPoolMachine ? 0 : (size_t)simHostOf(e->f, repOf(e, rank)) * cores);
+  int best = 0;
+  for (int i = 1; i < cores; i++)
+    if (pool[i] < pool[best]) best = i;
+  double begin = pool[best] > ready ? pool[best] : ready;
+  pool[best] = begin + us;
+  if (start != NULL) *start = begin;
+  return begin + us;
+}
+
 /* The piece leaves src at time t for dst on link chan; it lands in dst's representative's
- * inbox of that link. */
+ * inbox of that link. With a cpu line, a piece crossing a NIC is copied through the network
+ * transport by a core on each side (the sender's progress thread into the socket, the
+ * receiver's out of it), cut through with the links: the links start with the sender's copy
+ * and the receiver's copy with the first bytes in; a piece between ranks of a host is copied
+ * into the shared slot by a core of the sender's at the scale-up link's speed. */
 static int sendPiece(struct engine *e, int src, int dst, int chan, size_t bytes, double t) {
   struct simPath p;
   simPathOf(&e->links, src, dst, &p);
@@ -168,6 +190,8 @@ static int sendPiece(struct engine *e, int src, int dst, int chan, size_t bytes,
    * entered the one before, and leaves it no earlier than it left the one before. Alone on
    * its path it arrives after latency + bytes over the slowest link. */
   double wire = (double)(bytes + WEFT_PRIMS_SIG_BYTES), enter = t, leave = t;
+  int cpu = e->f->cpuCores > 0, net = simHostOf(e->f, src) != simHostOf(e->f, dst);
+  if (cpu) leave = onCore(e, src, t, wire / ((net ? e->f->cpuCopyGBs : e->f->suGBs) * 1e3), &enter);
   for (int i = 0; i < p.nlinks; i++) {
     int l = p.link[i];
     double *free = &e->linkFree[l];
@@ -177,6 +201,10 @@ static int sendPiece(struct engine *e, int src, int dst, int chan, size_t bytes,
     *free = leave;
   }
   double arrival = leave + p.latUs;
+  if (cpu && net) {
+    double copied = onCore(e, dst, enter + p.latUs, wire / (e->f->cpuCopyGBs * 1e3), NULL);
+    if (copied > arrival) arrival = copied;
+  }
   int to = repOf(e, dst);
   struct inbox *in = inboxOf(&e->ranks[to], repOf(e, src), chan, 1);
   if (in == NULL) return -1;
@@ -233,7 +261,8 @@ static int attempt(struct engine *e, int rank, double now) {
   for (int i = 0; i < s->nrecv; i++) from[i]->q.head++, from[i]->q.len--;
   if (r->piece == 0) r->stepStart = now;
   size_t bytes = pieceBytes(s, r->piece);
-  double end = now + e->f->overheadUs + (isReduce(s->kind) ? (double)bytes / (e->f->reduceGBs * 1e3) : 0);
+  double work = e->f->overheadUs + (isReduce(s->kind) ? (double)bytes / (e->f->reduceGBs * 1e3) : 0);
+  double end = e->f->cpuCores > 0 ? onCore(e, r->sched.rank, now, work, NULL) : now + work;
   int me = r->sched.rank;
   for (int i = 0; i < s->nsend; i++)
     if (sendPiece(e, me, s->peer[s->nrecv + i], simStepChan(s, s->nrecv + i), bytes, end) != 0)
@@ -309,6 +338,7 @@ static int symmetricRefusal(const struct engine *e, enum simAlgo algo, const str
     why = "hier's AllReduce with one rank per host is a Reduce and a Broadcast from rank 0";
   else if (e->o->slowRank >= 0 || e->o->lateRank >= 0) why = "a straggler makes one host unlike the others";
   else if (simCommRanks(e->comm) % e->f->gpus != 0) why = "the ranks do not fill whole hosts";
+  else if (e->f->cpuCores > 0 && e->f->cpuPoolMachine) why = "the hosts share one machine's cores";
   if (why == NULL) return 0;
   snprintf(e->err, e->errLen, "%s %s: no symmetric mode: %s (run it exact)", simAlgoNames[algo],
            weftCollName(call->coll), why);
@@ -326,6 +356,7 @@ static void engineFree(struct engine *e) {
   free(e->linkFree);
   free(e->tokens);
   free(e->tokensAt);
+  free(e->coreFree);
   if (e->arena != NULL) munmap(e->arena, (size_t)SIM_MAX_STEPS * sizeof *e->arena);
   simLinksFree(&e->links);
 }
@@ -372,10 +403,12 @@ int simRun(struct simComm *c, enum simAlgo algo, const struct simCall *call,
   /* buckets start empty: a call run back to back with others finds the link's tokens spent */
   e.tokens = calloc((size_t)e.links.nlinks, sizeof *e.tokens);
   e.tokensAt = calloc((size_t)e.links.nlinks, sizeof *e.tokensAt);
+  int pools = e.f->cpuPoolMachine || o->symmetric ? 1 : e.links.nhosts;
+  e.coreFree = calloc((size_t)pools * (size_t)(e.f->cpuCores > 0 ? e.f->cpuCores : 1), sizeof *e.coreFree);
   e.ranks = calloc((size_t)e.nsim, sizeof *e.ranks);
   e.heap = malloc(sizeof *e.heap * (size_t)e.nsim);
   int rc = -1;
-  if (e.linkFree == NULL || e.tokens == NULL || e.tokensAt == NULL || e.ranks == NULL || e.heap == NULL)
+  if (e.linkFree == NULL || e.tokens == NULL || e.tokensAt == NULL || e.coreFree == NULL || e.ranks == NULL || e.heap == NULL)
     snprintf(err, errLen, "out of memory for %d ranks", e.nsim);
   else if (recordAll(&e, algo, call) == 0)
     rc = simulate(&e, res);

@@ -183,6 +183,24 @@ static int slotsLine(struct parser *p, struct simFabric *f, char **w, int nw) {
   return 0;
 }
 
+/* cpu cores C copy RATE [pool host|machine]: the cores that run ranks and their transports'
+ * progress threads, per host (host) or for all hosts together (machine: emulated hosts on one
+ * machine); copy is what one core moves through the network transport per side (socket
+ * copies, the TCP stack). */
+static int cpuLine(struct parser *p, struct simFabric *f, char **w, int nw) {
+  static const char *const keys[] = {"cores", "copy", "pool"};
+  const char *v[3];
+  int64_t cores;
+  if (pairs(p, "cpu", w, nw, keys, 3, 1u << 2, v) || integer(p, "cores", v[0], noUnit, 1, 4096, &cores) ||
+      number(p, "copy", v[1], bandwidthUnits, "2GB/s", 1e-3, 1e5, &f->cpuCopyGBs))
+    return -1;
+  if (v[2] != NULL && strcmp(v[2], "host") != 0 && strcmp(v[2], "machine") != 0)
+    return fail(p, "'cpu' pool '%s' is not host or machine", v[2]);
+  f->cpuCores = (int)cores;
+  f->cpuPoolMachine = v[2] != NULL && strcmp(v[2], "machine") == 0;
+  return 0;
+}
+
 static int nameLine(struct parser *p, struct simFabric *f, char **w, int nw) {
   if (oneValue(p, "name", nw)) return -1;
   if (strlen(w[0]) >= sizeof f->name) return fail(p, "'name' is longer than %zu characters", sizeof f->name - 1);
@@ -198,7 +216,8 @@ struct directive {
 static const struct directive directives[] = {
   {"name", nameLine, 1},     {"hosts", hostsLine, 1},     {"gpus", gpusLine, 1},
   {"scaleup", scaleupLine, 1}, {"nic", nicLine, 1},       {"network", networkLine, 1},
-  {"rank", rankLine, 0},     {"slots", slotsLine, 0},     {NULL, NULL, 0},
+  {"rank", rankLine, 0},     {"slots", slotsLine, 0},     {"cpu", cpuLine, 0},
+  {NULL, NULL, 0},
 };
 
 static int parseLine(struct parser *p, struct simFabric *f, char *line) {
@@ -217,7 +236,8 @@ static int parseLine(struct parser *p, struct simFabric *f, char *line) {
     p->seen |= 1u << d;
     return directives[d].parse(p, f, w + 1, nw - 1);
   }
-  return fail(p, "unknown directive '%s' (name, hosts, gpus, scaleup, nic, network, rank, slots)",
+  return fail(p, "unknown directive '%s' (name, hosts, gpus, scaleup, nic, network, rank, slots, "
+              "cpu)",
               w[0]);
 }
 

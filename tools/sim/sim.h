@@ -36,6 +36,12 @@ struct simFabric {
   double overheadUs;         /* a rank's time per piece step, beside the transfer */
   double reduceGBs;          /* a rank's reduction speed */
   size_t localSlot, netSlot; /* slot bytes of weft's links within a host and across */
+  /* The `cpu` line (0 cores: no CPU model, ranks compute and copy for free beside their
+   * links): cores per host, or for every host together when they share one machine (an
+   * emulated cluster), and each side's cost of a byte through the network transport. */
+  int cpuCores;
+  int cpuPoolMachine;
+  double cpuCopyGBs;
 };
 
 /* Reads a fabric file; 0, or -1 with "file:line: what is wrong" in err. */
