@@ -10,9 +10,10 @@
 #       WEFT_ALGO=ring, tree, hier, and the tuner's choice (allreduce_perf -A 1; -c another),
 #       and per repetition raw TCP from host 1 to host 2 (iperf3 -P 4, 3 s), printed as the
 #       "raw TCP" line (the rate weft-sim's fabric takes, bench/sim-validate.sh), and, for
-#       allreduce, a CPU probe: 2 ranks of host 1 over tcp on its loopback (no shaping: only
-#       the cores' copies), ring AllReduce of 64 MiB, printed as the "cpu probe" line (the
-#       cost of weft-sim's cpu line, bench/sim-validate.sh)
+#       allreduce, a CPU probe: a ring AllReduce of 64 MiB between 2 more emulated hosts on a
+#       bridge of their own, unshaped (the cores' copies through veth and bridge, no link
+#       limit), printed as the "cpu probe" line (the cost of weft-sim's cpu line,
+#       bench/sim-validate.sh)
 #   -s SHAPE   cluster.sh shaping (default "--rate 2gbit": tbf, as this kernel has no netem)
 #   -R N       repetitions, interleaved so load drifts hit every variant alike (default 3)
 #   -t S       timeout of one job in seconds (default 300)
@@ -56,12 +57,13 @@ mkdir -p "$keep/bin" || exit 1
 if [ "$mode" = pair ]; then bins=(allreduce_perf mpi_allreduce_perf); else bins=("${coll}_perf"); fi
 for b in "${bins[@]}"; do cp "$BENCH/$b" "$keep/bin/" || exit 1; done
 BENCH=$keep/bin
-PREFIX=wmh$$
-up=0
+PREFIX=wmh$$ PROBE_PREFIX=wmp$$
+up=0 probeDir="" probeHostList="" probeSubnet=""
 [ "$tablesOnly" = 1 ] && reps=0
 cleanup() {
   trap - EXIT INT TERM HUP
   [ "$up" = 1 ] && "$CLUSTER" down --prefix "$PREFIX"
+  [ -n "$probeDir" ] && "$CLUSTER" down --prefix "$PROBE_PREFIX"
   exit "${1:-0}"
 }
 trap 'cleanup $?' EXIT
@@ -74,6 +76,12 @@ out=$("$CLUSTER" up "$nh" --prefix "$PREFIX" --owner $$ $shape 2>"$keep/cluster.
 up=1
 cat "$keep/cluster.txt" >&2
 eval "$out"
+if [ "$mode" = grid ] && [ "$coll" = allreduce ]; then
+  probeOut=$("$CLUSTER" up 2 --prefix "$PROBE_PREFIX" --owner $$ 2>>"$keep/cluster.txt") || { cat "$keep/cluster.txt"; exit 1; }
+  probeDir=$(eval "$probeOut"; echo "$WEFT_CLUSTER_DIR")
+  probeSubnet=$(eval "$probeOut"; echo "$WEFT_CLUSTER_SUBNET")
+  probeHostList=$(eval "$probeOut"; echo "$WEFT_CLUSTER_HOSTS")
+fi
 else
   WEFT_CLUSTER_DIR=/nonexistent WEFT_CLUSTER_HOSTS="" WEFT_CLUSTER_SUBNET=""
 fi
@@ -87,8 +95,16 @@ MPIRUN=(timeout -k 10 "$limit" mpirun --allow-run-as-root --oversubscribe --bind
   --mca oob_tcp_if_include "$WEFT_CLUSTER_SUBNET" --mca btl_tcp_if_include "$WEFT_CLUSTER_SUBNET"
   --mca btl self,tcp --mca mpi_yield_when_idle 1
   -x WEFT_SOCKET_IFNAME=eth0 -np $((nh * k)) --host "$hostList")
-# the CPU probe's launcher: 2 ranks on host 1 (MPIRUN's flags, its last 4 replaced)
-PROBE=("${MPIRUN[@]:0:${#MPIRUN[@]}-4}" -np 2 --host "${HOSTS[0]:-none}:2")
+# the CPU probe's launcher: 1 rank on each host of the probe's cluster
+PROBE=()
+if [ -n "$probeDir" ]; then
+  read -r -a probeHosts <<<"$probeHostList"
+  PROBE=(timeout -k 10 "$limit" env WEFT_CLUSTER_DIR="$probeDir" mpirun --allow-run-as-root --oversubscribe
+    --bind-to none --mca plm_rsh_agent "$AGENT"
+    --mca oob_tcp_if_include "$probeSubnet" --mca btl_tcp_if_include "$probeSubnet"
+    --mca btl self,tcp --mca mpi_yield_when_idle 1
+    -x WEFT_SOCKET_IFNAME=eth0 -np 2 --host "${probeHosts[0]}:1,${probeHosts[1]}:1")
+fi
 for v in $(compgen -e | grep '^WEFT_' | grep -v -e '^WEFT_CLUSTER' -e '^WEFT_SOCKET_IFNAME$'); do
   MPIRUN+=(-x "$v")
   PROBE+=(-x "$v")
@@ -134,7 +150,7 @@ rawTcp() {
   [ -n "$u" ] && echo "raw TCP, iperf3 -P 4, host 1 to host 2, receiver's Gbit/s (median): one way $u" && echo
   compgen -G "$keep/probe.*" >/dev/null || return 0
   u=$(medians 6 "$keep"/probe.* | awk '$1 == 67108864 { print $2 }')
-  [ -n "$u" ] && echo "cpu probe, 2 ranks of host 1 over tcp on loopback, ring AllReduce of 64 MiB, us (median): $u" && echo
+  [ -n "$u" ] && echo "cpu probe, 2 unshaped hosts of 1 rank, ring AllReduce of 64 MiB, us (median): $u" && echo
 }
 human() { awk '{ b = $1; u = b >= 1048576 ? sprintf("%d MiB", b / 1048576) : b >= 1024 ? sprintf("%d KiB", b / 1024) : b " B"; $1 = u; print }' OFS='|'; }
 
@@ -164,7 +180,7 @@ else
   large=(-b 4M -n 4 -w 1)
   for ((r = 1; r <= reps; r++)); do
     iperf "iperf.uni.$$.$r" -P 4 -t 3
-    [ "$coll" = allreduce ] && PROBE_RUN=1 job "probe.$$.$r" -x WEFT_TRANSPORTS=tcp -x WEFT_ALGO=ring \
+    [ -n "$probeDir" ] && PROBE_RUN=1 job "probe.$$.$r" -x WEFT_TRANSPORTS=tcp -x WEFT_ALGO=ring \
       "$BENCH/allreduce_perf" -b 64M -e 64M -n 4 -w 1 -c 0
     for a in $algos; do
       env=()

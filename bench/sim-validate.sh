@@ -7,8 +7,8 @@
 # bandwidth is the measured iperf3 rate, its burst the tbf's, cluster.sh tbf-burst RATE; its
 # cpu line the machine's cores, shared by every emulated host, with the copy speed at which
 # weft-sim's 2-rank ring of 64 MiB over an unlimited link takes what the run's CPU probe took
-# (multihost.sh: 2 ranks of host 1 over tcp on loopback, no shaping); nothing is fitted to
-# the grid's own AllReduce times), runs
+# (multihost.sh: 2 more emulated hosts, unshaped, in the same run); nothing is fitted to the
+# grid's own AllReduce times), runs
 # weft-sim on it for the same sizes and prints, per size, predicted / measured time per
 # algorithm and both winners.
 #
@@ -20,6 +20,7 @@
 #   -E BYTES   the largest size (default 64M)
 #   -k DIR     raw outputs, the fabric and the table (default /tmp/weft-simval.<pid>)
 #   -T         no runs: the table of the outputs already in DIR
+#   -C         no cpu line: links only, as if the ranks' cores were free
 #   -A TOL     assert: exit 3 unless, at every size from 64 KiB, every algorithm's prediction is
 #              within TOL (0.15: 15%) of its measured time and the predicted winner is the
 #              measured one or measured within 5% of it (a tie)
@@ -30,11 +31,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 SIM=${SIM:-$ROOT/build/tools/weft-sim}
 TEMPLATE=$ROOT/tools/sim/fabrics/namespace-4x2.fabric
-grid=4x2 rate=2gbit reps=3 smallest=8 largest=64M keep=/tmp/weft-simval.$$ tablesOnly=0 tol=""
-while getopts "g:r:R:b:E:k:TA:" opt; do
+grid=4x2 rate=2gbit reps=3 smallest=8 largest=64M keep=/tmp/weft-simval.$$ tablesOnly=0 tol="" noCpu=0
+while getopts "g:r:R:b:E:k:TA:C" opt; do
   case $opt in
     g) grid=$OPTARG ;; r) rate=$OPTARG ;; R) reps=$OPTARG ;; E) largest=$OPTARG ;; k) keep=$OPTARG ;;
-    b) smallest=$OPTARG ;; T) tablesOnly=1 ;; A) tol=$OPTARG ;;
+    b) smallest=$OPTARG ;; T) tablesOnly=1 ;; A) tol=$OPTARG ;; C) noCpu=1 ;;
     *) sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
@@ -68,7 +69,7 @@ fitCopy() { # probe-us
   for ((i = 0; i < 40; i++)); do
     mid=$(awk -v a="$lo" -v b="$hi" 'BEGIN { printf "%.6g", sqrt(a * b) }')
     sed -e '/^#/d' -e "s/^name .*/name      cpu-probe/" -e "s/^hosts .*/hosts     2/" -e "s/^gpus .*/gpus      1/" \
-      -e "s/^nic .*/nic       count 1 bw 1000GB\/s lat 10us/" "$TEMPLATE" >"$probeFabric"
+      -e "s/^nic .*/nic       count 1 bw 1000GB\/s lat 25us/" "$TEMPLATE" >"$probeFabric"
     echo "cpu       cores $(nproc) copy ${mid}GB/s pool machine" >>"$probeFabric"
     t=$("$SIM" "$probeFabric" --coll allreduce --ranks 2 --sizes 64MiB --algo ring | awk '$1 == 2 && $2 == "64MiB" { print $3 }')
     [ -n "$t" ] || return 1
@@ -78,7 +79,9 @@ fitCopy() { # probe-us
 }
 probeUs=$(awk '/^cpu probe/ { print $NF }' "$keep/measured.md")
 cpuLine="" copyGBs=""
-if [ -n "$probeUs" ]; then
+if [ "$noCpu" = 1 ]; then
+  probeUs=""
+elif [ -n "$probeUs" ]; then
   copyGBs=$(fitCopy "$probeUs") || { echo "$0: weft-sim failed on the probe's fabric" >&2; exit 1; }
   cpuLine="cpu       cores $(nproc) copy ${copyGBs}GB/s pool machine"
 else

@@ -178,6 +178,35 @@ Test(engine, cpu_copies_bound_a_fast_network, .timeout = 30) {
   cr_expect(shared >= copies / 2 && shared < 1.1 * copies / 2, "2 cores in all: %.0f us, bound %.0f", shared, copies / 2);
 }
 
+/* A core booked ahead (a copy waiting for its bytes) still runs earlier work in the gap
+ * before that booking, if it fits; otherwise the work goes to the core free first. */
+Test(cores, fill_gaps_before_later_bookings, .timeout = 10) {
+  struct simCores c;
+  cr_assert_eq(simCoresInit(&c, 1, 1), 0);
+  double s, e;
+  cr_assert_eq(simCoresTake(&c, 0, 0, 10, 10, &s, &e), 0);
+  cr_expect(s == 10 && e == 20, "[%g, %g]", s, e);
+  cr_assert_eq(simCoresTake(&c, 0, 0, 0, 5, &s, &e), 0);
+  cr_expect(s == 0 && e == 5, "before the booking: [%g, %g]", s, e);
+  cr_assert_eq(simCoresTake(&c, 0, 0, 0, 8, &s, &e), 0);
+  cr_expect(s == 20 && e == 28, "too long for the gap [5, 10]: [%g, %g]", s, e);
+  cr_assert_eq(simCoresTake(&c, 0, 0, 6, 4, &s, &e), 0);
+  cr_expect(s == 6 && e == 10, "fits the gap: [%g, %g]", s, e);
+  cr_assert_eq(simCoresTake(&c, 0, 25, 25, 1, &s, &e), 0);
+  cr_expect(s == 28 && e == 29, "after what is booked at now: [%g, %g]", s, e);
+  simCoresFree(&c);
+  struct simCores two;
+  cr_assert_eq(simCoresInit(&two, 2, 2), 0);
+  cr_assert_eq(simCoresTake(&two, 1, 0, 0, 10, &s, &e), 0);
+  cr_assert_eq(simCoresTake(&two, 1, 0, 0, 10, &s, &e), 0);
+  cr_expect(s == 0, "the pool's second core: [%g, %g]", s, e);
+  cr_assert_eq(simCoresTake(&two, 1, 0, 0, 10, &s, &e), 0);
+  cr_expect(s == 10, "both busy: [%g, %g]", s, e);
+  cr_assert_eq(simCoresTake(&two, 0, 0, 0, 10, &s, &e), 0);
+  cr_expect(s == 0, "another pool is free: [%g, %g]", s, e);
+  simCoresFree(&two);
+}
+
 static const char *const railed =
     "name r\nhosts 8\ngpus 4\nscaleup bw 200GB/s lat 1us\nnic count 4 bw 100Gbps lat 4us\n"
     "network rail hosts_per_leaf 8 oversub 2 hop 1us\nrank overhead 0.5us reduce 100GB/s\n";

@@ -56,7 +56,8 @@ struct engine {
   struct simLinks links;
   double *linkFree;
   double *tokens, *tokensAt; /* per link with a burst: its bucket's bytes, as of tokensAt */
-  double *coreFree; /* with a cpu line: when each core of each pool is next free */
+  struct simCores cores; /* with a cpu line */
+  double now;            /* the time of the event being handled */
   struct rankState *ranks;
   int nsim; /* simulated ranks: all, or host 0's */
   struct event *heap;
@@ -160,19 +161,11 @@ static double linkBusyUs(struct engine *e, int l, double wire, double enter, dou
 
 /* ---- cores (the fabric's cpu line) ---- */
 
-/* Work of `us` for rank's pool, ready at `ready`: it takes the pool's earliest free core
- * (ranks and progress threads are scheduled on whichever core is free) and ends at the
- * returned time; *start, if given, is when it began. */
-static double onCore(struct engine *e, int rank, double ready, double us, double *start) {
-  int cores = e->f->cpuCores;
-  double *pool = e->coreFree + (e->f->cpuPoolMachine ? 0 : (size_t)simHostOf(e->f, repOf(e, rank)) * cores);
-  int best = 0;
-  for (int i = 1; i < cores; i++)
-    if (pool[i] < pool[best]) best = i;
-  double begin = pool[best] > ready ? pool[best] : ready;
-  pool[best] = begin + us;
-  if (start != NULL) *start = begin;
-  return begin + us;
+/* Work of `us` for rank's pool, ready at `ready`, on whichever core of the pool can run it
+ * first (ranks and progress threads go to any free core): when it starts and ends. */
+static int onCore(struct engine *e, int rank, double ready, double us, double *start, double *end) {
+  int pool = e->f->cpuPoolMachine ? 0 : simHostOf(e->f, repOf(e, rank));
+  return simCoresTake(&e->cores, pool, e->now, ready, us, start, end);
 }
 
 /* The piece leaves src at time t for dst on link chan; it lands in dst's representative's
@@ -191,7 +184,8 @@ static int sendPiece(struct engine *e, int src, int dst, int chan, size_t bytes,
    * its path it arrives after latency + bytes over the slowest link. */
   double wire = (double)(bytes + WEFT_PRIMS_SIG_BYTES), enter = t, leave = t;
   int cpu = e->f->cpuCores > 0, net = simHostOf(e->f, src) != simHostOf(e->f, dst);
-  if (cpu) leave = onCore(e, src, t, wire / ((net ? e->f->cpuCopyGBs : e->f->suGBs) * 1e3), &enter);
+  if (cpu && onCore(e, src, t, wire / ((net ? e->f->cpuCopyGBs : e->f->suGBs) * 1e3), &enter, &leave) != 0)
+    return -1;
   for (int i = 0; i < p.nlinks; i++) {
     int l = p.link[i];
     double *free = &e->linkFree[l];
@@ -202,7 +196,8 @@ static int sendPiece(struct engine *e, int src, int dst, int chan, size_t bytes,
   }
   double arrival = leave + p.latUs;
   if (cpu && net) {
-    double copied = onCore(e, dst, enter + p.latUs, wire / (e->f->cpuCopyGBs * 1e3), NULL);
+    double began, copied;
+    if (onCore(e, dst, enter + p.latUs, wire / (e->f->cpuCopyGBs * 1e3), &began, &copied) != 0) return -1;
     if (copied > arrival) arrival = copied;
   }
   int to = repOf(e, dst);
@@ -262,7 +257,8 @@ static int attempt(struct engine *e, int rank, double now) {
   if (r->piece == 0) r->stepStart = now;
   size_t bytes = pieceBytes(s, r->piece);
   double work = e->f->overheadUs + (isReduce(s->kind) ? (double)bytes / (e->f->reduceGBs * 1e3) : 0);
-  double end = e->f->cpuCores > 0 ? onCore(e, r->sched.rank, now, work, NULL) : now + work;
+  double begin, end = now + work;
+  if (e->f->cpuCores > 0 && onCore(e, r->sched.rank, now, work, &begin, &end) != 0) return -1;
   int me = r->sched.rank;
   for (int i = 0; i < s->nsend; i++)
     if (sendPiece(e, me, s->peer[s->nrecv + i], simStepChan(s, s->nrecv + i), bytes, end) != 0)
@@ -356,7 +352,7 @@ static void engineFree(struct engine *e) {
   free(e->linkFree);
   free(e->tokens);
   free(e->tokensAt);
-  free(e->coreFree);
+  simCoresFree(&e->cores);
   if (e->arena != NULL) munmap(e->arena, (size_t)SIM_MAX_STEPS * sizeof *e->arena);
   simLinksFree(&e->links);
 }
@@ -370,6 +366,7 @@ static int simulate(struct engine *e, struct simResult *res) {
   while (e->nheap > 0) {
     struct event ev = heapPop(e);
     e->ranks[ev.rank].scheduled = 0;
+    e->now = ev.t;
     if (attempt(e, ev.rank, ev.t) != 0) {
       snprintf(e->err, e->errLen, "out of memory (or a rank with more than %d peers)", INBOX_PEERS);
       return -1;
@@ -404,11 +401,11 @@ int simRun(struct simComm *c, enum simAlgo algo, const struct simCall *call,
   e.tokens = calloc((size_t)e.links.nlinks, sizeof *e.tokens);
   e.tokensAt = calloc((size_t)e.links.nlinks, sizeof *e.tokensAt);
   int pools = e.f->cpuPoolMachine || o->symmetric ? 1 : e.links.nhosts;
-  e.coreFree = calloc((size_t)pools * (size_t)(e.f->cpuCores > 0 ? e.f->cpuCores : 1), sizeof *e.coreFree);
+  int coresRc = simCoresInit(&e.cores, pools, e.f->cpuCores > 0 ? e.f->cpuCores : 1);
   e.ranks = calloc((size_t)e.nsim, sizeof *e.ranks);
   e.heap = malloc(sizeof *e.heap * (size_t)e.nsim);
   int rc = -1;
-  if (e.linkFree == NULL || e.tokens == NULL || e.tokensAt == NULL || e.coreFree == NULL || e.ranks == NULL || e.heap == NULL)
+  if (e.linkFree == NULL || e.tokens == NULL || e.tokensAt == NULL || coresRc != 0 || e.ranks == NULL || e.heap == NULL)
     snprintf(err, errLen, "out of memory for %d ranks", e.nsim);
   else if (recordAll(&e, algo, call) == 0)
     rc = simulate(&e, res);

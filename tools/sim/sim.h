@@ -5,7 +5,8 @@
  * - sched.c: the schedule of one rank, recorded by running the algorithm's own run() against
  *   a prims tap that records each step instead of moving data (lib/prims.h);
  * - engine.c: an event-driven simulation of those steps over the fabric, exact per rank or
- *   reduced by symmetry (every host simulated as host 0's ranks);
+ *   reduced by symmetry (every host simulated as host 0's ranks), and cores.c the cores its
+ *   ranks and copies take where the fabric has a cpu line;
  * - table.c: the tables of tools/weft-sim.c. */
 #ifndef WEFT_SIM_H_
 #define WEFT_SIM_H_
@@ -131,6 +132,21 @@ void simRankSchedFree(struct simRankSched *s);
 /* Appends a tapped step (the tap's callback; also used by tests for real runs). */
 /* chans: 2 bits per peer (receive peers, then send peers), as struct simStep holds them. */
 int simRankSchedAdd(struct simRankSched *s, const struct weftPrimsStep *step, unsigned chans);
+
+/* ---- cores (cores.c): the fabric's cpu line ---- */
+
+struct simCore;
+struct simCores {
+  int pools, cores;
+  struct simCore *core; /* pools x cores */
+};
+int simCoresInit(struct simCores *c, int pools, int cores);
+void simCoresFree(struct simCores *c);
+/* Books `us` of work ready at `ready` on the core of `pool` where it can start first (gaps
+ * before later bookings included); `now`, the engine's time, no work can start before. 0, or
+ * -1 out of memory. */
+int simCoresTake(struct simCores *c, int pool, double now, double ready, double us, double *start,
+                 double *end);
 
 /* ---- engine (engine.c) ---- */
 
