@@ -1,7 +1,7 @@
 /* weft-sim: predicts weft's AllReduce, AllGather and ReduceScatter at scales nobody can run
  * here, on a described fabric, from the algorithms' own schedules (tools/sim/, docs/scale.md).
  *   weft-sim FABRIC [--coll LIST] [--ranks LIST] [--sizes LIST] [--algo LIST]
- *            [--mode auto|exact|symmetric] [--exact-limit N]
+ *            [--mode auto|exact|symmetric] [--exact-limit N] [--calls N]
  *            [--trace FILE] [--slow RANK:FACTOR] [--late RANK:US]
  * Every option is checked; a bad one is refused with what is allowed (exit 2). */
 #include <errno.h>
@@ -28,6 +28,8 @@ static void usage(FILE *out) {
           "  --mode MODE          auto (exact up to --exact-limit ranks, symmetric beyond),\n"
           "                       exact, symmetric (default auto)\n"
           "  --exact-limit N      default 512\n"
+          "  --calls N            each call run N times back to back, as a benchmark's loop\n"
+          "                       runs it, timing the last (default 1: one call, from idle)\n"
           "  --trace FILE         JSON lines, one per step of every simulated rank (one\n"
           "                       collective, rank count, size and algorithm only)\n"
           "  --slow RANK:FACTOR   the cost of one straggler whose links run FACTOR times slower\n"
@@ -190,6 +192,9 @@ static int parseArgs(int argc, char **argv, struct command *cmd) {
     } else if (strcmp(a, "--exact-limit") == 0) {
       if (parseInt(v, 2, 1 << 20, &n) != 0) rc = refuse(a, v, "2 to 1048576");
       s->exactLimit = (int)n;
+    } else if (strcmp(a, "--calls") == 0) {
+      if (parseInt(v, 1, 100, &n) != 0) rc = refuse(a, v, "1 to 100");
+      s->calls = (int)n;
     } else if (strcmp(a, "--trace") == 0) cmd->trace = v;
     else if (strcmp(a, "--slow") == 0) {
       rc = parseRankPair(a, v, &cmd->straggler.slowRank, &cmd->straggler.slowFactor);
@@ -264,6 +269,7 @@ static int writeTrace(struct command *cmd, char *err, size_t len) {
     struct simCall call = {s->colls[0], s->sizes[0]};
     struct simOptions o = cmd->straggler;
     o.trace = out;
+    o.calls = s->calls;
     o.symmetric = s->mode == SIM_MODE_SYMMETRIC;
     struct simResult r;
     enum simAlgo algo = (enum simAlgo)__builtin_ctz(s->algos);
@@ -283,7 +289,7 @@ static int writeTrace(struct command *cmd, char *err, size_t len) {
 
 int main(int argc, char **argv) {
   struct command cmd = {0};
-  cmd.straggler = (struct simOptions){0, -1, 1, -1, 0, NULL};
+  cmd.straggler = (struct simOptions){0, -1, 1, -1, 0, NULL, 1};
   if (parseArgs(argc, argv, &cmd) != 0) return 2;
   struct simFabric f;
   char err[512];

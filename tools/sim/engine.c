@@ -10,7 +10,8 @@
  * Exact mode simulates every rank. Symmetric mode simulates host 0's ranks only, for
  * schedules in which every host does what host 0 does (ring, hier): a message to rank r is
  * received by rank r mod gpus, as from the sender's own rank mod gpus, and the links are host
- * 0's (simLinksInit with fold). */
+ * 0's (simLinksInit with fold). With several calls (simOptions' calls) every rank's schedule
+ * is run that many times back to back, and the time is the last call's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,8 @@ struct inbox {
 
 struct rankState {
   struct simRankSched sched;
+  size_t perCall;    /* steps of one call (the schedule holds o->calls of them) */
+  double lastButOne; /* when the call before the last ended (several calls) */
   size_t step;
   uint32_t piece;
   double freeAt, stepStart;
@@ -68,6 +71,8 @@ struct engine {
   char *err;
   size_t errLen;
 };
+
+static int callsOf(const struct engine *e) { return e->o->calls > 1 ? e->o->calls : 1; }
 
 static int repOf(const struct engine *e, int rank) { return e->o->symmetric ? rank % e->f->gpus : rank; }
 
@@ -269,6 +274,7 @@ static int attempt(struct engine *e, int rank, double now) {
     if (e->o->trace != NULL) traceStep(e, r, s, end);
     r->piece = 0;
     r->step++;
+    if (callsOf(e) > 1 && r->step == r->perCall * (size_t)(callsOf(e) - 1)) r->lastButOne = end;
   }
   wake(e, rank, end);
   return 0;
@@ -291,12 +297,14 @@ static int arenaInit(struct engine *e) {
   return 0;
 }
 
+/* Moves the rank's steps into the arena, once for each call run back to back. */
 static void packSteps(struct engine *e, struct simRankSched *s) {
   struct simStep *at = e->arena + e->arenaUsed;
-  memcpy(at, s->steps, s->nsteps * sizeof *at);
+  for (int k = 0; k < callsOf(e); k++) memcpy(at + (size_t)k * s->nsteps, s->steps, s->nsteps * sizeof *at);
   free(s->steps);
   s->steps = at;
   s->cap = 0; /* not its own: engineFree leaves it */
+  s->nsteps *= (size_t)callsOf(e);
   e->arenaUsed += s->nsteps;
 }
 
@@ -306,18 +314,19 @@ static int recordAll(struct engine *e, enum simAlgo algo, const struct simCall *
     struct rankState *r = &e->ranks[i];
     for (int k = 0; k < INBOX_PEERS; k++) r->in[k].src = -1;
     if (simRecord(e->comm, algo, call, i, &r->sched, e->err, e->errLen) != 0) return -1;
-    if (e->arenaUsed + r->sched.nsteps > SIM_MAX_STEPS) {
+    r->perCall = r->sched.nsteps;
+    if (e->arenaUsed + r->sched.nsteps * (size_t)callsOf(e) > SIM_MAX_STEPS) {
       snprintf(e->err, e->errLen, "%s %s of %zu bytes on %d ranks: more than the %u steps a run "
                "holds", simAlgoNames[algo], weftCollName(call->coll), call->bytes, e->nsim,
                SIM_MAX_STEPS);
       return -1;
     }
     packSteps(e, &r->sched);
-    if (i == 0 && r->sched.tapped * (size_t)e->nsim > SIM_MAX_STEPS) {
+    if (i == 0 && r->sched.tapped * (size_t)e->nsim * (size_t)callsOf(e) > SIM_MAX_STEPS) {
       snprintf(e->err, e->errLen,
                "%s %s of %zu bytes on %d ranks: about %zu steps to record, more than a run "
                "holds (%u)", simAlgoNames[algo], weftCollName(call->coll), call->bytes, e->nsim,
-               r->sched.tapped * (size_t)e->nsim, SIM_MAX_STEPS);
+               r->sched.tapped * (size_t)e->nsim * (size_t)callsOf(e), SIM_MAX_STEPS);
       return -1;
     }
   }
@@ -373,6 +382,7 @@ static int simulate(struct engine *e, struct simResult *res) {
     }
   }
   res->timeUs = 0;
+  double before = 0; /* when every rank had ended the call before the last */
   for (int i = 0; i < e->nsim; i++) {
     struct rankState *r = &e->ranks[i];
     if (!r->done) {
@@ -381,8 +391,10 @@ static int simulate(struct engine *e, struct simResult *res) {
       return -1;
     }
     if (r->freeAt > res->timeUs) res->timeUs = r->freeAt;
+    if (r->lastButOne > before) before = r->lastButOne;
     res->steps += r->sched.nsteps;
   }
+  res->timeUs -= before;
   res->pieces = e->pieces;
   res->ranksSimulated = (size_t)e->nsim;
   return 0;

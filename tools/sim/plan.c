@@ -48,7 +48,7 @@ int simTrainPrint(FILE *out, const struct simTableSpec *s, const struct simTrain
     int algo = simTunerChoice(c, &call);
     char why[512] = "no algorithm";
     double comm = algo < 0 ? NAN : simCell(c, (enum simAlgo)algo, &call, s->mode, s->exactLimit,
-                                           NULL, why, sizeof why);
+                                           s->calls, NULL, why, sizeof why);
     double compute = simStepComputeUs(t, s->ranks[i]);
     fprintf(out, "%8d %12.2f %-6s", s->ranks[i], compute / 1e3, algo < 0 ? "-" : simAlgoNames[algo]);
     if (isnan(comm)) fprintf(out, " %12s %7s", "-", "-");

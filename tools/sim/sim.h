@@ -157,6 +157,10 @@ struct simOptions {
   int lateRank;      /* -1, or a rank that starts lateUs after the others */
   double lateUs;
   FILE *trace;       /* JSON lines, one per step of every simulated rank, or NULL */
+  int calls;         /* the call run this many times back to back, as a benchmark's loop runs
+                      * it (0 or 1: once); the time is the last call's, from when every rank
+                      * had ended the one before (links' buckets and run-ahead then as in a
+                      * loop's steady state) */
 };
 struct simResult {
   double timeUs;     /* when the last rank finished */

@@ -17,15 +17,16 @@ static void humanBytes(char *buf, size_t len, size_t b) {
 
 /* One simulated time, or NAN with why (too big for exact mode, not runnable, ...). */
 double simCell(struct simComm *c, enum simAlgo algo, const struct simCall *call, int mode,
-               int exactLimit, const struct simOptions *extra, char *why, size_t len) {
+               int exactLimit, int calls, const struct simOptions *extra, char *why, size_t len) {
   if (!simAlgoRuns(c, algo, call->coll, why, len)) return NAN;
   int n = simCommRanks(c);
   if (call->coll != weftCollAllReduce && call->bytes / sizeof(float) < (size_t)n) {
     snprintf(why, len, "%zu bytes hold less than one float32 per rank", call->bytes);
     return NAN;
   }
-  struct simOptions o = {0, -1, 1, -1, 0, NULL};
+  struct simOptions o = {0, -1, 1, -1, 0, NULL, calls};
   if (extra != NULL) o = *extra;
+  o.calls = calls;
   struct simResult r;
   o.symmetric = mode == SIM_MODE_SYMMETRIC || (mode == SIM_MODE_AUTO && n > exactLimit);
   if (simRun(c, algo, call, &o, &r, why, len) == 0) return r.timeUs;
@@ -61,7 +62,7 @@ static void simulateRow(const struct simTableSpec *s, struct simComm *c, const s
     char why[256];
     row->t[a] = NAN;
     if (!(s->algos & (1u << a))) continue;
-    row->t[a] = simCell(c, (enum simAlgo)a, call, s->mode, s->exactLimit, NULL, why, sizeof why);
+    row->t[a] = simCell(c, (enum simAlgo)a, call, s->mode, s->exactLimit, s->calls, NULL, why, sizeof why);
     if (isnan(row->t[a]) && strstr(why, "does not run") == NULL && strstr(why, "needs 2") == NULL &&
         strstr(why, "less than one float32") == NULL)
       fprintf(notes, "#   %s: %s\n", simAlgoNames[a], why);
@@ -146,9 +147,9 @@ int simStragglerPrint(FILE *out, const struct simTableSpec *s, const struct simO
           if (!(s->algos & (1u << a))) continue;
           struct simCall call = {s->colls[k], s->sizes[j]};
           char why[256], size[32];
-          double alone = simCell(c, (enum simAlgo)a, &call, SIM_MODE_EXACT, 0, NULL, why, sizeof why);
+          double alone = simCell(c, (enum simAlgo)a, &call, SIM_MODE_EXACT, 0, s->calls, NULL, why, sizeof why);
           if (isnan(alone)) continue;
-          double slow = simCell(c, (enum simAlgo)a, &call, SIM_MODE_EXACT, 0, straggler, why,
+          double slow = simCell(c, (enum simAlgo)a, &call, SIM_MODE_EXACT, 0, s->calls, straggler, why,
                                 sizeof why);
           humanBytes(size, sizeof size, call.bytes);
           fprintf(out, "%-14s %8d %9s %-5s %11.2f %11.2f %8.3f\n", weftCollName(call.coll),

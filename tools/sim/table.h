@@ -21,11 +21,12 @@ struct simTableSpec {
   unsigned algos; /* bit per enum simAlgo */
   int mode;       /* SIM_MODE_*: auto is exact up to exactLimit ranks, symmetric beyond */
   int exactLimit;
+  int calls;      /* struct simOptions' calls */
 };
 
 /* A simulated time in us, or NAN with the reason in why. extra: stragglers (or NULL). */
 double simCell(struct simComm *c, enum simAlgo algo, const struct simCall *call, int mode,
-               int exactLimit, const struct simOptions *extra, char *why, size_t len);
+               int exactLimit, int calls, const struct simOptions *extra, char *why, size_t len);
 int simTablePrint(FILE *out, const struct simTableSpec *s, char *err, size_t errLen);
 int simStragglerPrint(FILE *out, const struct simTableSpec *s, const struct simOptions *straggler,
                       char *err, size_t errLen);
