@@ -69,7 +69,7 @@ fitCopy() { # probe-us
   local lo=0.01 hi=1000 mid t i probeFabric=$keep/probe.fabric
   for ((i = 0; i < 40; i++)); do
     mid=$(awk -v a="$lo" -v b="$hi" 'BEGIN { printf "%.6g", sqrt(a * b) }')
-    sed -e '/^#/d' -e "s/^name .*/name      cpu-probe/" -e "s/^hosts .*/hosts     2/" -e "s/^gpus .*/gpus      1/" \
+    sed -e '/^#/d' -e '/^cpu /d' -e "s/^name .*/name      cpu-probe/" -e "s/^hosts .*/hosts     2/" -e "s/^gpus .*/gpus      1/" \
       -e "s/^nic .*/nic       count 1 bw 1000GB\/s lat 25us/" "$TEMPLATE" >"$probeFabric"
     echo "cpu       cores $(nproc) copy ${mid}GB/s pool machine" >>"$probeFabric"
     t=$("$SIM" "$probeFabric" --coll allreduce --ranks 2 --sizes 64MiB --algo ring --calls 3 | awk '$1 == 2 && $2 == "64MiB" { print $3 }')
@@ -94,7 +94,7 @@ fabric=$keep/namespace-$grid.fabric
   echo "# bench/sim-validate.sh: $TEMPLATE with $nh hosts of $k ranks, each link shaped to"
   echo "# $rate (tbf, burst $burst bytes: the NIC's token bucket), the NIC at the iperf3 rate"
   echo "# measured in the same cluster ($gbps Gbit/s)."
-  sed -e '/^#/d' -e "s/^name .*/name      namespace-$grid-$rate/" -e "s/^hosts .*/hosts     $nh/" \
+  sed -e '/^#/d' -e '/^cpu /d' -e "s/^name .*/name      namespace-$grid-$rate/" -e "s/^hosts .*/hosts     $nh/" \
     -e "s/^gpus .*/gpus      $k/" -e "s/^nic .*/nic       count 1 bw ${gbps}Gbps lat 25us burst $burst/" "$TEMPLATE"
   [ -z "$cpuLine" ] || { echo "# the cpu probe took $probeUs us"; echo "$cpuLine"; }
 } >"$fabric"

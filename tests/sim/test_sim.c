@@ -30,6 +30,12 @@ Test(fabric, parses_units, .timeout = 10) {
   cr_expect_float_eq(f.nicLatUs, 5, 1e-12);
   cr_expect_eq(f.netSlot, 524288u);
   cr_expect_eq(f.net, SIM_NET_FLAT);
+  cr_expect(f.localDepth == 8 && f.netDepth == 16, "default depths %d, %d", f.localDepth, f.netDepth);
+  struct simFabric d;
+  cr_assert_eq(simFabricParse("name d\nhosts 2\ngpus 1\nscaleup bw 1GB/s lat 1us\nnic count 1 bw 1Gbps lat 1us\n"
+                              "network flat\nslots local 4096 net 8192 net_depth 4 local_depth 3\n",
+                              "d", &d, err, sizeof err), 0, "%s", err);
+  cr_expect(d.netDepth == 4 && d.localDepth == 3 && d.netSlot == 8192, "depths %d, %d", d.netDepth, d.localDepth);
 }
 
 /* Each bad text is refused with the line and the cause. */
@@ -52,6 +58,8 @@ Test(fabric, refuses_with_line_and_cause, .timeout = 10) {
     {"name a\ncpu cores 2 copy 1GB/s pool rack\n", "bad:2: 'cpu' pool 'rack' is not host or machine"},
     {"name a\ncpu cores 2\n", "bad:2: 'cpu' needs 'copy'"},
     {"name a\ncpu cores 0 copy 1GB/s\n", "'cores' 0 is out of range"},
+    {"name a\nslots local 4096 net 4096 net_depth 0\n", "'net_depth' 0 is out of range"},
+    {"name a\nslots local 4096 net 4096 local_depth 2.5\n", "'local_depth' needs a whole number"},
     {"name a\nhosts 2\ngpus 8\nscaleup bw 1GB/s lat 1us\nnic count 3 bw 1Gbps lat 1us\nnetwork flat\n",
      "3 NICs cannot be shared evenly by 8 accelerators"},
   };

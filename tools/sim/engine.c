@@ -34,6 +34,9 @@ struct inbox {
   int chan; /* which of the pair's links (enum simChan) */
   double last; /* arrival of the last piece: a link delivers in order */
   struct queue q;
+  size_t consumed;                /* pieces the receiver has taken */
+  double freedAt[SIM_MAX_DEPTH];  /* when piece k's slot was freed, at k % depth */
+  int blocked;                    /* a sender waiting for a slot (simulated rank), or -1 */
 };
 
 struct rankState {
@@ -100,6 +103,7 @@ static struct inbox *inboxOf(struct rankState *r, int src, int chan, int create)
       if (!create) return NULL;
       r->in[i].src = src;
       r->in[i].chan = chan;
+      r->in[i].blocked = -1;
       return &r->in[i];
     }
   }
@@ -235,6 +239,46 @@ static int isReduce(uint8_t kind) {
          kind == WEFT_PRIMS_RECV_REDUCE_COPY;
 }
 
+/* Credit: a link holds `depth` pieces its receiver has not taken; the sender of the next one
+ * waits until the slot of the piece `depth` before it is freed, and the word of it has come
+ * back (the link's latency). 1: every send of the step has a slot, `*need` raised to when;
+ * 0: one has none yet (the rank waits; the receiver wakes it when it frees one); -1: out of
+ * room for peers. */
+static int creditWait(struct engine *e, int rank, const struct simStep *s, double *need) {
+  int me = e->ranks[rank].sched.rank;
+  for (int i = 0; i < s->nsend; i++) {
+    int dst = s->peer[s->nrecv + i];
+    struct inbox *in = inboxOf(&e->ranks[repOf(e, dst)], repOf(e, me), simStepChan(s, s->nrecv + i), 1);
+    if (in == NULL) return -1;
+    int net = simHostOf(e->f, me) != simHostOf(e->f, dst);
+    size_t depth = (size_t)(net ? e->f->netDepth : e->f->localDepth), sent = in->consumed + in->q.len;
+    if (sent < depth) continue;
+    if (sent - depth >= in->consumed) { /* that piece is not taken yet */
+      in->blocked = rank;
+      e->ranks[rank].waiting = 1;
+      return 0;
+    }
+    double back = in->freedAt[(sent - depth) % depth] + (net ? e->f->nicLatUs : e->f->suLatUs);
+    if (back > *need) *need = back;
+  }
+  return 1;
+}
+
+/* The receiver took a piece from `in` (its slot free at `at`); a sender waiting for a slot
+ * tries again. */
+static void freeSlot(struct engine *e, int rank, struct inbox *in, int src, double at) {
+  int net = simHostOf(e->f, e->ranks[rank].sched.rank) != simHostOf(e->f, src);
+  size_t depth = (size_t)(net ? e->f->netDepth : e->f->localDepth);
+  in->q.head++, in->q.len--;
+  in->freedAt[in->consumed % depth] = at;
+  in->consumed++;
+  if (in->blocked >= 0) {
+    int sender = in->blocked;
+    in->blocked = -1;
+    wake(e, sender, at);
+  }
+}
+
 /* Runs the rank's next piece at `now` if it can; else waits (for a piece) or retries later. */
 static int attempt(struct engine *e, int rank, double now) {
   struct rankState *r = &e->ranks[rank];
@@ -254,17 +298,19 @@ static int attempt(struct engine *e, int rank, double now) {
     double t = from[i]->q.t[from[i]->q.head];
     if (t > need) need = t;
   }
+  int me = r->sched.rank;
+  int credit = creditWait(e, rank, s, &need);
+  if (credit <= 0) return credit;
   if (need > now) {
     wake(e, rank, need);
     return 0;
   }
-  for (int i = 0; i < s->nrecv; i++) from[i]->q.head++, from[i]->q.len--;
+  double work = e->f->overheadUs + (isReduce(s->kind) ? (double)pieceBytes(s, r->piece) / (e->f->reduceGBs * 1e3) : 0);
+  double begin, end = now + work;
+  if (e->f->cpuCores > 0 && onCore(e, me, now, work, &begin, &end) != 0) return -1;
+  for (int i = 0; i < s->nrecv; i++) freeSlot(e, rank, from[i], s->peer[i], end);
   if (r->piece == 0) r->stepStart = now;
   size_t bytes = pieceBytes(s, r->piece);
-  double work = e->f->overheadUs + (isReduce(s->kind) ? (double)bytes / (e->f->reduceGBs * 1e3) : 0);
-  double begin, end = now + work;
-  if (e->f->cpuCores > 0 && onCore(e, r->sched.rank, now, work, &begin, &end) != 0) return -1;
-  int me = r->sched.rank;
   for (int i = 0; i < s->nsend; i++)
     if (sendPiece(e, me, s->peer[s->nrecv + i], simStepChan(s, s->nrecv + i), bytes, end) != 0)
       return -1;
@@ -387,7 +433,9 @@ static int simulate(struct engine *e, struct simResult *res) {
     struct rankState *r = &e->ranks[i];
     if (!r->done) {
       snprintf(e->err, e->errLen, "rank %d stopped at its step %zu of %zu, waiting for a piece "
-               "no rank sends: the schedules do not pair", r->sched.rank, r->step, r->sched.nsteps);
+               "no rank sends or for a slot no rank frees: the schedules do not pair, or the "
+               "links hold too few pieces (slots local_depth, net_depth)", r->sched.rank, r->step,
+               r->sched.nsteps);
       return -1;
     }
     if (r->freeAt > res->timeUs) res->timeUs = r->freeAt;

@@ -170,16 +170,22 @@ static int rankLine(struct parser *p, struct simFabric *f, char **w, int nw) {
          number(p, "reduce", v[1], bandwidthUnits, "500GB/s", 1e-3, 1e6, &f->reduceGBs);
 }
 
+/* local_depth, net_depth: the pieces in flight on a link before its sender waits for the
+ * receiver to free a slot (weft: WEFT_SHM_SLOTS; WEFT_TCP_SLOTS on each side). */
 static int slotsLine(struct parser *p, struct simFabric *f, char **w, int nw) {
-  static const char *const keys[] = {"local", "net"};
-  const char *v[2];
-  int64_t local, net;
-  if (pairs(p, "slots", w, nw, keys, 2, 0, v) ||
+  static const char *const keys[] = {"local", "net", "local_depth", "net_depth"};
+  const char *v[4];
+  int64_t local, net, localDepth = f->localDepth, netDepth = f->netDepth;
+  if (pairs(p, "slots", w, nw, keys, 4, 3u << 2, v) ||
       integer(p, "local", v[0], byteUnits, 4096, 1 << 30, &local) ||
-      integer(p, "net", v[1], byteUnits, 4096, 1 << 30, &net))
+      integer(p, "net", v[1], byteUnits, 4096, 1 << 30, &net) ||
+      (v[2] && integer(p, "local_depth", v[2], noUnit, 1, SIM_MAX_DEPTH, &localDepth)) ||
+      (v[3] && integer(p, "net_depth", v[3], noUnit, 1, SIM_MAX_DEPTH, &netDepth)))
     return -1;
   f->localSlot = (size_t)local;
   f->netSlot = (size_t)net;
+  f->localDepth = (int)localDepth;
+  f->netDepth = (int)netDepth;
   return 0;
 }
 
@@ -262,6 +268,8 @@ int simFabricParse(const char *text, const char *name, struct simFabric *f, char
   f->reduceGBs = 200;
   f->localSlot = 131072; /* WEFT_SHM_SLOT_BYTES and WEFT_TCP_SLOT_BYTES' defaults */
   f->netSlot = 524288;
+  f->localDepth = 8; /* WEFT_SHM_SLOTS */
+  f->netDepth = 16;  /* WEFT_TCP_SLOTS, the sender's and the receiver's */
   struct parser p = {name, 0, err, errLen, 0};
   char *copy = strdup(text);
   if (copy == NULL) return fail(&p, "out of memory");

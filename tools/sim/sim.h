@@ -22,6 +22,7 @@ struct weftPrimsStep; /* lib/prims.h */
 /* ---- fabric (fabric.c, fabric_path.c) ---- */
 
 enum simNet { SIM_NET_FLAT, SIM_NET_LEAFSPINE, SIM_NET_RAIL };
+#define SIM_MAX_DEPTH 128
 
 struct simFabric {
   char name[64];
@@ -37,6 +38,7 @@ struct simFabric {
   double overheadUs;         /* a rank's time per piece step, beside the transfer */
   double reduceGBs;          /* a rank's reduction speed */
   size_t localSlot, netSlot; /* slot bytes of weft's links within a host and across */
+  int localDepth, netDepth;  /* pieces a link holds before its sender waits for a freed slot */
   /* The `cpu` line (0 cores: no CPU model, ranks compute and copy for free beside their
    * links): cores per host, or for every host together when they share one machine (an
    * emulated cluster), and each side's cost of a byte through the network transport. */
