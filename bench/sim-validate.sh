@@ -66,12 +66,12 @@ awk -F'|' '$2 ~ /[0-9] (B|KiB|MiB)/ { gsub(/ /, "", $3); gsub(/ /, "", $4); gsub
 # the machine's cores, ring AllReduce of 64 MiB) takes the measured probe's time: bisection on
 # a log scale (the time falls as the speed grows).
 fitCopy() { # probe-us
-  local lo=0.01 hi=1000 mid t i probeFabric=$keep/probe.fabric
+  local lo=0.01 hi=1000 mid t i probeFabric=$keep/probe.fabric base
+  base=$(sed -e '/^#/d' -e '/^cpu /d' -e "s/^name .*/name      cpu-probe/" -e "s/^hosts .*/hosts     2/" \
+    -e "s/^gpus .*/gpus      1/" -e "s/^nic .*/nic       count 1 bw 1000GB\/s lat 25us/" "$TEMPLATE")
   for ((i = 0; i < 40; i++)); do
     mid=$(awk -v a="$lo" -v b="$hi" 'BEGIN { printf "%.6g", sqrt(a * b) }')
-    sed -e '/^#/d' -e '/^cpu /d' -e "s/^name .*/name      cpu-probe/" -e "s/^hosts .*/hosts     2/" -e "s/^gpus .*/gpus      1/" \
-      -e "s/^nic .*/nic       count 1 bw 1000GB\/s lat 25us/" "$TEMPLATE" >"$probeFabric"
-    echo "cpu       cores $(nproc) copy ${mid}GB/s pool machine" >>"$probeFabric"
+    printf '%s\ncpu       cores %s copy %sGB/s pool machine\n' "$base" "$(nproc)" "$mid" >"$probeFabric"
     t=$("$SIM" "$probeFabric" --coll allreduce --ranks 2 --sizes 64MiB --algo ring --calls 3 | awk '$1 == 2 && $2 == "64MiB" { print $3 }')
     [ -n "$t" ] || return 1
     if awk -v t="$t" -v m="$1" 'BEGIN { exit !(t > m) }'; then lo=$mid; else hi=$mid; fi

@@ -102,6 +102,11 @@ static double simulate(const struct simFabric *f, int n, enum simAlgo algo, weft
   return simulateCalls(f, n, algo, coll, bytes, symmetric, 1);
 }
 
+/* 2 hosts of 1 rank at 1 Gbit/s, each NIC behind a tbf-like bucket of 128 KiB. */
+static const char *const bucketed2x1 =
+    "name b\nhosts 2\ngpus 1\nscaleup bw 4GB/s lat 1us\nnic count 1 bw 1Gbps lat 25us burst 128KiB\n"
+    "network flat hop 0us\nrank overhead 1us reduce 4GB/s\nslots local 131072 net 524288\n";
+
 /* One rank per host on one switch, every chunk one piece: each of the ring's 2(n-1) steps
  * after the first waits for the previous rank's piece (latency + bytes over bandwidth), then
  * takes the overhead, plus the reduction for the n-1 reducing steps:
@@ -135,10 +140,7 @@ Test(engine, token_bucket_hides_dependency_chains, .timeout = 30) {
   static const char *const plain =
       "name p\nhosts 2\ngpus 1\nscaleup bw 4GB/s lat 1us\nnic count 1 bw 1Gbps lat 25us\n"
       "network flat hop 0us\nrank overhead 1us reduce 4GB/s\nslots local 131072 net 524288\n";
-  static const char *const bucket =
-      "name b\nhosts 2\ngpus 1\nscaleup bw 4GB/s lat 1us\nnic count 1 bw 1Gbps lat 25us burst 128KiB\n"
-      "network flat hop 0us\nrank overhead 1us reduce 4GB/s\nslots local 131072 net 524288\n";
-  struct simFabric p = load(plain), b = load(bucket);
+  struct simFabric p = load(plain), b = load(bucketed2x1);
   cr_expect_float_eq(b.nicBurstBytes, 131072.0, 1e-9);
   cr_expect_float_eq(p.nicBurstBytes, 0.0, 1e-9);
   size_t bytes = 128 * 1024;
@@ -158,10 +160,7 @@ Test(engine, token_bucket_hides_dependency_chains, .timeout = 30) {
  * its bucket refills for the next call (measured on 2 x 1 at 1 Gbit/s, 256 KiB: 2.7 ms; from
  * empty buckets the model said 3.4). A ring keeps both links busy: its time hardly moves. */
 Test(engine, calls_back_to_back_refill_idle_buckets, .timeout = 30) {
-  static const char *const bucket =
-      "name b\nhosts 2\ngpus 1\nscaleup bw 4GB/s lat 1us\nnic count 1 bw 1Gbps lat 25us burst 128KiB\n"
-      "network flat hop 0us\nrank overhead 1us reduce 4GB/s\nslots local 131072 net 524288\n";
-  struct simFabric b = load(bucket);
+  struct simFabric b = load(bucketed2x1);
   size_t mid = 256 * 1024, big = 64u << 20;
   double hierOnce = simulate(&b, 2, SIM_HIER, weftCollAllReduce, mid, 0);
   double hierLoop = simulateCalls(&b, 2, SIM_HIER, weftCollAllReduce, mid, 0, 3);
@@ -193,12 +192,11 @@ Test(engine, hier_chain_waits_for_its_data, .timeout = 30) {
  * its pipeline (a host's 2 cores idle for 0.6 of its 4.8 ms); one pool for both hosts fills
  * those gaps with the other host's copies. */
 Test(engine, cpu_copies_bound_a_fast_network, .timeout = 30) {
-  static const char *const hostPool =
-      "name c\nhosts 2\ngpus 1\nscaleup bw 4GB/s lat 1us\nnic count 1 bw 1000GB/s lat 25us\n"
-      "network flat hop 0us\nrank overhead 1us reduce 100GB/s\ncpu cores 2 copy 1GB/s\n";
-  static const char *const machinePool =
-      "name m\nhosts 2\ngpus 1\nscaleup bw 4GB/s lat 1us\nnic count 1 bw 1000GB/s lat 25us\n"
-      "network flat hop 0us\nrank overhead 1us reduce 100GB/s\ncpu cores 2 copy 1GB/s pool machine\n";
+#define FAST_NICS "name c\nhosts 2\ngpus 1\nscaleup bw 4GB/s lat 1us\nnic count 1 bw 1000GB/s lat 25us\n" \
+                  "network flat hop 0us\nrank overhead 1us reduce 100GB/s\n"
+  static const char *const hostPool = FAST_NICS "cpu cores 2 copy 1GB/s\n";
+  static const char *const machinePool = FAST_NICS "cpu cores 2 copy 1GB/s pool machine\n";
+#undef FAST_NICS
   struct simFabric h = load(hostPool), m = load(machinePool);
   cr_expect(h.cpuCores == 2 && !h.cpuPoolMachine && m.cpuPoolMachine, "cpu lines misread");
   cr_expect_float_eq(h.cpuCopyGBs, 1.0, 1e-12);

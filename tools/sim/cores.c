@@ -88,7 +88,7 @@ int simCoresTake(struct simCores *c, int pool, double now, double ready, double 
     if (best == NULL || t < bestStart) best = &cores[i], bestAt = at, bestStart = t;
   }
   if (book(best, bestAt, bestStart, bestStart + us) != 0) return -1;
-  *start = bestStart;
+  if (start != NULL) *start = bestStart;
   *end = bestStart + us;
   return 0;
 }

@@ -168,10 +168,19 @@ static double linkBusyUs(struct engine *e, int l, double wire, double enter, dou
   return busy;
 }
 
+/* Whether a piece from a to b crosses a NIC (else it stays in a host: shared memory). */
+static int crossesHosts(const struct engine *e, int a, int b) { return simHostOf(e->f, a) != simHostOf(e->f, b); }
+
+/* The pieces the link from a to b holds before its sender waits for a freed slot. */
+static size_t depthOf(const struct engine *e, int a, int b) {
+  return (size_t)(crossesHosts(e, a, b) ? e->f->netDepth : e->f->localDepth);
+}
+
 /* ---- cores (the fabric's cpu line) ---- */
 
 /* Work of `us` for rank's pool, ready at `ready`, on whichever core of the pool can run it
- * first (ranks and progress threads go to any free core): when it starts and ends. */
+ * first (ranks and progress threads go to any free core): when it starts (if start is not
+ * NULL) and ends. */
 static int onCore(struct engine *e, int rank, double ready, double us, double *start, double *end) {
   int pool = e->f->cpuPoolMachine ? 0 : simHostOf(e->f, repOf(e, rank));
   return simCoresTake(&e->cores, pool, e->now, ready, us, start, end);
@@ -192,7 +201,7 @@ static int sendPiece(struct engine *e, int src, int dst, int chan, size_t bytes,
    * entered the one before, and leaves it no earlier than it left the one before. Alone on
    * its path it arrives after latency + bytes over the slowest link. */
   double wire = (double)(bytes + WEFT_PRIMS_SIG_BYTES), enter = t, leave = t;
-  int cpu = e->f->cpuCores > 0, net = simHostOf(e->f, src) != simHostOf(e->f, dst);
+  int cpu = e->f->cpuCores > 0, net = crossesHosts(e, src, dst);
   if (cpu && onCore(e, src, t, wire / ((net ? e->f->cpuCopyGBs : e->f->suGBs) * 1e3), &enter, &leave) != 0)
     return -1;
   for (int i = 0; i < p.nlinks; i++) {
@@ -205,8 +214,8 @@ static int sendPiece(struct engine *e, int src, int dst, int chan, size_t bytes,
   }
   double arrival = leave + p.latUs;
   if (cpu && net) {
-    double began, copied;
-    if (onCore(e, dst, enter + p.latUs, wire / (e->f->cpuCopyGBs * 1e3), &began, &copied) != 0) return -1;
+    double copied;
+    if (onCore(e, dst, enter + p.latUs, wire / (e->f->cpuCopyGBs * 1e3), NULL, &copied) != 0) return -1;
     if (copied > arrival) arrival = copied;
   }
   int to = repOf(e, dst);
@@ -250,15 +259,14 @@ static int creditWait(struct engine *e, int rank, const struct simStep *s, doubl
     int dst = s->peer[s->nrecv + i];
     struct inbox *in = inboxOf(&e->ranks[repOf(e, dst)], repOf(e, me), simStepChan(s, s->nrecv + i), 1);
     if (in == NULL) return -1;
-    int net = simHostOf(e->f, me) != simHostOf(e->f, dst);
-    size_t depth = (size_t)(net ? e->f->netDepth : e->f->localDepth), sent = in->consumed + in->q.len;
+    size_t depth = depthOf(e, me, dst), sent = in->consumed + in->q.len;
     if (sent < depth) continue;
     if (sent - depth >= in->consumed) { /* that piece is not taken yet */
       in->blocked = rank;
       e->ranks[rank].waiting = 1;
       return 0;
     }
-    double back = in->freedAt[(sent - depth) % depth] + (net ? e->f->nicLatUs : e->f->suLatUs);
+    double back = in->freedAt[(sent - depth) % depth] + (crossesHosts(e, me, dst) ? e->f->nicLatUs : e->f->suLatUs);
     if (back > *need) *need = back;
   }
   return 1;
@@ -267,8 +275,7 @@ static int creditWait(struct engine *e, int rank, const struct simStep *s, doubl
 /* The receiver took a piece from `in` (its slot free at `at`); a sender waiting for a slot
  * tries again. */
 static void freeSlot(struct engine *e, int rank, struct inbox *in, int src, double at) {
-  int net = simHostOf(e->f, e->ranks[rank].sched.rank) != simHostOf(e->f, src);
-  size_t depth = (size_t)(net ? e->f->netDepth : e->f->localDepth);
+  size_t depth = depthOf(e, src, e->ranks[rank].sched.rank);
   in->q.head++, in->q.len--;
   in->freedAt[in->consumed % depth] = at;
   in->consumed++;
@@ -306,8 +313,8 @@ static int attempt(struct engine *e, int rank, double now) {
     return 0;
   }
   double work = e->f->overheadUs + (isReduce(s->kind) ? (double)pieceBytes(s, r->piece) / (e->f->reduceGBs * 1e3) : 0);
-  double begin, end = now + work;
-  if (e->f->cpuCores > 0 && onCore(e, me, now, work, &begin, &end) != 0) return -1;
+  double end = now + work;
+  if (e->f->cpuCores > 0 && onCore(e, me, now, work, NULL, &end) != 0) return -1;
   for (int i = 0; i < s->nrecv; i++) freeSlot(e, rank, from[i], s->peer[i], end);
   if (r->piece == 0) r->stepStart = now;
   size_t bytes = pieceBytes(s, r->piece);

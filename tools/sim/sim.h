@@ -145,8 +145,8 @@ struct simCores {
 int simCoresInit(struct simCores *c, int pools, int cores);
 void simCoresFree(struct simCores *c);
 /* Books `us` of work ready at `ready` on the core of `pool` where it can start first (gaps
- * before later bookings included); `now`, the engine's time, no work can start before. 0, or
- * -1 out of memory. */
+ * before later bookings included); `now`, the engine's time, no work can start before; its
+ * start (start may be NULL) and end. 0, or -1 out of memory. */
 int simCoresTake(struct simCores *c, int pool, double now, double ready, double us, double *start,
                  double *end);
 
