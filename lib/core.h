@@ -151,6 +151,10 @@ struct weftComm {
    * in (lib/transport.h); set once at init when the report is on, NULL otherwise. */
   struct weftLinkMeter *_Atomic linkMeters;
   int64_t opWaitNs;
+  /* While the report is on: /proc/thread-self/schedstat of the thread that waits (lib/wait.c
+   * reads its run-queue delay), opened for thread runqueueTid; -1 none. */
+  int runqueueFd;
+  int runqueueTid;
 
   struct weftDevQueue *devQueue; /* calls on device buffers (lib/devcoll.c), NULL: none yet */
   struct weftRedOps *redOps; /* PreMulSum ops and their scratch (lib/redop.c), NULL: none yet */

@@ -1,104 +1,12 @@
 #include "prims.h"
 
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "check.h"
-#include "deadline.h"
 #include "errors.h"
 #include "reduce.h"
-
-static void cpuRelax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
-static void sleepMicros(long us) {
-  struct timespec ts = {0, us * 1000L};
-  nanosleep(&ts, NULL);
-}
-
-/* Sleep grows from 10 us to 1 ms: a peer that took this long is busy elsewhere, and waking
- * costs 40-60 us anyway on an oversubscribed host. */
-static long sleepStepUs(uint32_t sleeps) {
-  long us = 10L << (sleeps < 7 ? sleeps : 7);
-  return us < 1000 ? us : 1000;
-}
-
-#define WAIT_SHORT_NS 20000  /* under this past the spin, a longer spin would have caught it */
-#define WAIT_LONG_NS 200000  /* over this, spinning more would only have burnt a core */
-#define WAIT_MIN_SPIN 16
-#define WAIT_MARK_POLLS 64 /* polls (~2 us) a wait may spin before the straggler report times it */
-
-void weftWaitAdapt(struct weftWaiter *w) {
-  struct weftComm *c = w->comm;
-  int64_t waited = weftNowNs() - w->yieldStartNs;
-  if (waited < WAIT_SHORT_NS && c->spinIters < c->spinMax)
-    c->spinIters = c->spinIters * 2 < c->spinMax ? c->spinIters * 2 : c->spinMax;
-  else if (waited > WAIT_LONG_NS && c->spinIters > WAIT_MIN_SPIN)
-    c->spinIters = c->spinIters / 2 > WAIT_MIN_SPIN ? c->spinIters / 2 : WAIT_MIN_SPIN;
-}
-
-void weftWaitAccount(struct weftWaiter *w, int next) {
-  struct weftComm *comm = w->comm;
-  int64_t now = weftNowNs();
-  if (w->markNs != 0 && comm->waitNsByPeer != NULL) {
-    int64_t waited = now - w->markNs;
-    comm->opWaitNs += waited;
-    if (w->markPeer >= 0 && w->markPeer < comm->nranks) comm->waitNsByPeer[w->markPeer] += waited;
-  }
-  w->markNs = next >= 0 ? now : 0;
-  w->markPeer = next;
-}
-
-weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer) {
-  struct weftComm *comm = w->comm;
-  uint32_t i = w->iter++;
-  uint32_t spin = (uint32_t)comm->spinIters;
-  /* The straggler report's clock: from the WAIT_MARK_POLLS-th poll (or the end of a shorter
-   * spin) on, and again when the peer waited for changes (the direct algorithm's waiter
-   * moves on as peers arrive). A wait shorter than that (well under the report's threshold)
-   * reads no clock: two reads (~60 ns each here) would double an 8-byte AllReduce. */
-  if (comm->waitNsByPeer != NULL && i >= (spin < WAIT_MARK_POLLS ? spin : WAIT_MARK_POLLS) &&
-      (w->markNs == 0 || peer != w->markPeer))
-    weftWaitAccount(w, peer);
-  if (i < spin) {
-    cpuRelax();
-    return weftSuccess;
-  }
-  if (w->deadlineMs == 0) {
-    w->deadlineMs = weftNowMs() + comm->timeoutMs;
-    w->spin = spin;
-    w->yieldStartNs = weftNowNs();
-  }
-  uint32_t yields = (uint32_t)comm->yieldIters;
-  if (i < spin + yields) {
-    sched_yield();
-    if (((i - spin) & 63) != 63) return weftSuccess;
-  } else {
-    sleepMicros(sleepStepUs(i - spin - yields));
-  }
-  if (weftCommAborted(comm)) return weftAbortedError(comm);
-  int64_t now = weftNowMs();
-  if (now - comm->lastWatchMs >= WEFT_WATCH_MS) {
-    comm->lastWatchMs = now;
-    if (comm->watchAlgos != NULL) WEFTCHECK(comm->watchAlgos(comm));
-    WEFTCHECK(weftSigWatch(comm, peer));
-  }
-  if (now > w->deadlineMs)
-    return weftSetError(weftTimeout,
-                        "rank %d: timed out after %lld ms %s rank %d (operation %llu); set "
-                        "WEFT_TIMEOUT_MS to wait longer",
-                        comm->rank, (long long)comm->timeoutMs, what, peer,
-                        (unsigned long long)comm->opSeq);
-  return weftSuccess;
-}
 
 void weftPrimsInitMulti(struct weftPrims *p, struct weftComm *comm, struct weftConn *const *sends,
                         int nsend, struct weftConn *const *recvs, int nrecv, weftDataType_t type,

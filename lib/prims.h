@@ -20,6 +20,12 @@ struct weftWaiter {
    * time since markNs started to count against markPeer; 0 none. */
   int64_t markNs;
   int markPeer;
+  /* Absence (weftWaitPause): when the clock was last read for this wait, and how long the
+   * pause after that reading asked to sleep. */
+  int64_t seenNs;
+  int64_t pauseNs;
+  int64_t queuedNs; /* the thread's run-queue delay at the last sample; -1 none (set with
+                     * the first mark, so a wait that is not timed stores nothing more) */
 };
 
 static inline void weftWaitStart(struct weftWaiter *w, struct weftComm *comm) {
@@ -40,9 +46,12 @@ void weftWaitAdapt(struct weftWaiter *w);
  * only by waits that did not find their data there, and only while the straggler report
  * measures: a wait that needs no pause reads no clock. */
 void weftWaitAccount(struct weftWaiter *w, int next);
+/* The end of a timed wait: the last pause may have been an absence (lib/wait.c), then the
+ * time since the mark is accounted. */
+void weftWaitEndMark(struct weftWaiter *w);
 static inline void weftWaitDone(struct weftWaiter *w) {
   if (w->iter > w->spin) weftWaitAdapt(w);
-  if (w->markNs != 0) weftWaitAccount(w, -1);
+  if (w->markNs != 0) weftWaitEndMark(w);
 }
 /* Called each time the awaited condition is false. Returns weftTimeout (with a message naming
  * what, peer and the operation) once the communicator's timeout has passed. */

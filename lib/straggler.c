@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "check.h"
@@ -41,6 +42,7 @@ weftResult_t weftStragglerInit(struct weftComm *comm) {
   struct weftStragglers *s = calloc(1, sizeof *s);
   if (s == NULL) return weftSetError(weftSystemError, "straggler report: out of memory");
   comm->stragglers = s;
+  comm->runqueueFd = -1;
   size_t n = (size_t)comm->nranks;
   s->every = (int)every;
   s->minUs = weftParamStragglerMinUs();
@@ -61,6 +63,8 @@ weftResult_t weftStragglerInit(struct weftComm *comm) {
 void weftStragglerFree(struct weftComm *comm) {
   struct weftStragglers *s = comm->stragglers;
   if (s == NULL) return;
+  if (comm->runqueueFd >= 0) close(comm->runqueueFd);
+  comm->runqueueFd = -1;
   free(s->mine);
   free(s->all);
   free(s->peerNs);

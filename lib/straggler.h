@@ -1,5 +1,5 @@
 /* The live straggler report (WEFT_STRAGGLER_REPORT, docs/stragglers.md): each collective's
- * waits are summed per peer (lib/prims.c, weftWaitAccount) and transports meter how data
+ * waits are summed per peer (lib/wait.c, weftWaitAccount) and transports meter how data
  * trickles in from each peer; every N collectives the ranks all-gather what they waited and
  * metered, each finds the ranks that were consistently last and those behind slow links,
  * rank 0 prints them, and weftCommGetStragglers returns them. */

@@ -1,6 +1,6 @@
 /* The transport interface: static functions in transports/<name>/ behind one exported ops
  * table. The data path is a FIFO of slots; "would block" is success with a NULL result, never
- * a wait inside the transport (all waiting lives in lib/prims.c). */
+ * a wait inside the transport (all waiting lives in lib/wait.c). */
 #ifndef WEFT_TRANSPORT_H_
 #define WEFT_TRANSPORT_H_
 

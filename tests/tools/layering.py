@@ -33,7 +33,7 @@ LAYERS = [
     # Links: transport selection, rings, point-to-point, and the list of transports.
     ("links", ["lib/connect", "lib/p2p", "lib/p2p_connect", "lib/transport_registry"]),
     # Steps on a link, the one wait loop, and what lasting waits tell each other.
-    ("prims", ["lib/prims", "lib/sigwatch"]),
+    ("prims", ["lib/prims", "lib/wait", "lib/sigwatch"]),
     ("transports", ["transports/*/*"]),
     # Leaf services that need the bootstrap or shared memory: who is gone, segments.
     ("services", ["lib/liveness", "lib/shmseg", "lib/topo_job"]),
