@@ -21,11 +21,17 @@
 #include "fuse.h"
 #include "reduce.h"
 
+/* Groups of up to GROUP_INLINE calls (a SendRecv pair, a few small collectives) run from
+ * storage that needs no malloc: the queue's own array and the stack; five allocations per
+ * 8-byte SendRecv were measurable. */
+#define GROUP_INLINE 8
+
 struct groupQueue {
   int depth;
-  struct weftTask *tasks;
+  struct weftTask *tasks; /* inlineTasks, or the heap once a group outgrows it */
   int n, cap;
   weftResult_t error; /* the first call refused while queued */
+  struct weftTask inlineTasks[GROUP_INLINE];
 };
 static _Thread_local struct groupQueue group;
 
@@ -37,9 +43,15 @@ weftResult_t weftGroupRefused(weftResult_t rc) {
 }
 
 weftResult_t weftGroupEnqueue(const struct weftTask *task) {
+  if (group.tasks == NULL) {
+    group.tasks = group.inlineTasks;
+    group.cap = GROUP_INLINE;
+  }
   if (group.n == group.cap) {
-    int cap = group.cap ? 2 * group.cap : 16;
-    struct weftTask *t = realloc(group.tasks, sizeof *t * (size_t)cap);
+    int cap = 2 * group.cap;
+    int onHeap = group.tasks != group.inlineTasks;
+    struct weftTask *t = realloc(onHeap ? group.tasks : NULL, sizeof *t * (size_t)cap);
+    if (t != NULL && !onHeap) memcpy(t, group.inlineTasks, sizeof group.inlineTasks);
     if (t == NULL) {
       weftResult_t rc = weftSetError(weftSystemError, "out of memory queueing a group call");
       if (group.error == weftSuccess) group.error = rc;
@@ -58,18 +70,19 @@ static weftResult_t runP2p(struct weftComm *comm, const struct weftTask *tasks, 
   int np = 0;
   for (int i = 0; i < n; i++) np += !tasks[i].isColl;
   if (np == 0) return weftSuccess;
-  struct weftP2pOp *ops = malloc(sizeof *ops * (size_t)np);
+  struct weftP2pOp few[GROUP_INLINE];
+  struct weftP2pOp *ops = np <= GROUP_INLINE ? few : malloc(sizeof *ops * (size_t)np);
   if (ops == NULL) return weftReportTo(comm, weftSetError(weftSystemError, "out of memory"));
   for (int i = 0, k = 0; i < n; i++)
     if (!tasks[i].isColl) ops[k++] = tasks[i].p2p;
   weftResult_t misuse = weftP2pCheck(comm, ops, np);
   if (misuse != weftSuccess) {
-    free(ops);
+    if (ops != few) free(ops);
     return weftReportTo(comm, misuse);
   }
   atomic_store_explicit(&comm->busy, 1, memory_order_release);
   weftResult_t rc = weftP2pRun(comm, ops, np);
-  free(ops);
+  if (ops != few) free(ops);
   if (rc != weftSuccess) rc = weftCommFail(comm, rc);
   rc = weftReportTo(comm, rc);
   atomic_store_explicit(&comm->busy, 0, memory_order_release);
@@ -216,11 +229,10 @@ static weftResult_t runGroup(struct commRun *runs, int nruns) {
   return first;
 }
 
-/* The queue is not kept between groups: a thread that ends after its last group would leak
- * it (thread-local storage has no destructor here), and one malloc per group is noise next
- * to the group's transfers. */
+/* A heap queue is not kept between groups: a thread that ends after its last group would
+ * leak it (thread-local storage has no destructor here); the inline one stays. */
 static void queueFree(void) {
-  free(group.tasks);
+  if (group.tasks != group.inlineTasks) free(group.tasks);
   group.tasks = NULL;
   group.cap = 0;
 }
@@ -244,12 +256,17 @@ WEFT_PUBLIC weftResult_t weftGroupEnd(void) {
     queueFree();
     return rc;
   }
-  struct weftTask *sorted = malloc(sizeof *sorted * (size_t)n);
-  struct commRun *runs = malloc(sizeof *runs * (size_t)n);
+  struct weftTask fewTasks[GROUP_INLINE];
+  struct commRun fewRuns[GROUP_INLINE];
+  int few = n <= GROUP_INLINE;
+  struct weftTask *sorted = few ? fewTasks : malloc(sizeof *sorted * (size_t)n);
+  struct commRun *runs = few ? fewRuns : malloc(sizeof *runs * (size_t)n);
   if (sorted == NULL || runs == NULL) rc = weftSetError(weftSystemError, "weftGroupEnd: out of memory");
   else rc = runGroup(runs, splitByComm(group.tasks, n, sorted, runs));
-  free(sorted);
-  free(runs);
+  if (!few) {
+    free(sorted);
+    free(runs);
+  }
   queueFree();
   return rc;
 }
