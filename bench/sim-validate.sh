@@ -7,8 +7,10 @@
 # bandwidth is the measured iperf3 rate, its burst the tbf's, cluster.sh tbf-burst RATE; its
 # cpu line the machine's cores, shared by every emulated host, with the copy speed at which
 # weft-sim's 2-rank ring of 64 MiB over an unlimited link takes what the run's CPU probe took
-# (multihost.sh: 2 more emulated hosts, unshaped, in the same run); nothing is fitted to the
-# grid's own AllReduce times), runs
+# (multihost.sh: 2 more emulated hosts, unshaped, in the same run), and its wake the one at
+# which the simulated ring at the smallest measured size from 1 KiB, if under 64 KiB, takes its
+# measured time: the one number fitted to the grid's own AllReduce times, below the sizes the
+# check counts (from 64 KiB; no sizes under 64 KiB or -W: wake 0), runs
 # weft-sim on it for the same sizes (3 calls back to back, the last one timed, as the
 # benchmark's loop runs them) and prints, per size, predicted / measured time per algorithm
 # and both winners.
@@ -22,6 +24,7 @@
 #   -k DIR     raw outputs, the fabric and the table (default /tmp/weft-simval.<pid>)
 #   -T         no runs: the table of the outputs already in DIR
 #   -C         no cpu line: links only, as if the ranks' cores were free
+#   -W         no wake fitted (the cpu line's wake 0)
 #   -A TOL     assert: exit 3 unless, at every size from 64 KiB, every algorithm's prediction is
 #              within TOL (0.15: 15%) of its measured time and the predicted winner is the
 #              measured one or measured within 5% of it (a tie)
@@ -32,11 +35,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 SIM=${SIM:-$ROOT/build/tools/weft-sim}
 TEMPLATE=$ROOT/tools/sim/fabrics/namespace-4x2.fabric
-grid=4x2 rate=2gbit reps=3 smallest=8 largest=64M keep=/tmp/weft-simval.$$ tablesOnly=0 tol="" noCpu=0
-while getopts "g:r:R:b:E:k:TA:C" opt; do
+grid=4x2 rate=2gbit reps=3 smallest=8 largest=64M keep=/tmp/weft-simval.$$ tablesOnly=0 tol="" noCpu=0 noWake=0
+while getopts "g:r:R:b:E:k:TA:CW" opt; do
   case $opt in
     g) grid=$OPTARG ;; r) rate=$OPTARG ;; R) reps=$OPTARG ;; E) largest=$OPTARG ;; k) keep=$OPTARG ;;
-    b) smallest=$OPTARG ;; T) tablesOnly=1 ;; A) tol=$OPTARG ;; C) noCpu=1 ;;
+    b) smallest=$OPTARG ;; T) tablesOnly=1 ;; A) tol=$OPTARG ;; C) noCpu=1 ;; W) noWake=1 ;;
     *) sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
@@ -98,6 +101,29 @@ fabric=$keep/namespace-$grid.fabric
     -e "s/^gpus .*/gpus      $k/" -e "s/^nic .*/nic       count 1 bw ${gbps}Gbps lat 25us burst $burst/" "$TEMPLATE"
   [ -z "$cpuLine" ] || { echo "# the cpu probe took $probeUs us"; echo "$cpuLine"; }
 } >"$fabric"
+
+# The wake (us) at which the simulated ring at the given size takes its measured time:
+# bisection (the time grows with the wake); 0 where the ring is slower without it.
+fitWake() { # bytes measured-us
+  local lo=0 hi=5000 mid t i wakeFabric=$keep/wake.fabric
+  for ((i = 0; i < 30; i++)); do
+    mid=$(awk -v a="$lo" -v b="$hi" 'BEGIN { printf "%.6g", (a + b) / 2 }')
+    sed -e "s|^cpu .*|$cpuLine wake ${mid}us|" "$fabric" >"$wakeFabric"
+    t=$("$SIM" "$wakeFabric" --coll allreduce --ranks $((nh * k)) --sizes "$1" --algo ring --calls 3 | awk '$1 ~ /^[0-9]+$/ && $2 ~ /B$/ { print $3 }')
+    [ -n "$t" ] || return 1
+    if awk -v t="$t" -v m="$2" 'BEGIN { exit !(t < m) }'; then lo=$mid; else hi=$mid; fi
+  done
+  awk -v w="$lo" 'BEGIN { printf "%.1f", w }'
+}
+wakeUs="" wakeBytes=""
+if [ -n "$cpuLine" ] && [ "$noWake" = 0 ]; then
+  read -r wakeBytes wakeMeasured < <(awk '$1 >= 1024 && $1 < 65536 { print $1, $2; exit }' "$keep/measured.txt")
+  if [ -n "$wakeBytes" ]; then
+    wakeUs=$(fitWake "$wakeBytes" "$wakeMeasured") || { echo "$0: weft-sim failed fitting the wake" >&2; exit 1; }
+    sed -i -e "s|^cpu .*|$cpuLine wake ${wakeUs}us|" \
+      -e "s/^# the cpu probe took .*/&; the wake fitted to the ring at $wakeBytes B ($wakeMeasured us)/" "$fabric"
+  fi
+fi
 sizes=$(awk '{ printf "%s%s", (NR > 1 ? "," : ""), $1 }' "$keep/measured.txt")
 "$SIM" "$fabric" --coll allreduce --ranks $((nh * k)) --sizes "$sizes" --algo ring,tree,hier --calls 3 >"$keep/sim.txt" 2>&1 ||
   { cat "$keep/sim.txt"; exit 1; }
@@ -106,7 +132,7 @@ awk '$1 ~ /^[0-9]+$/ && $2 ~ /B$/ { print $2, $3, $5, $7, $9 }' "$keep/sim.txt" 
   while read -r size rest; do echo "$(echo "$size" | toBytes) $rest"; done | sort -n >"$keep/sim.rows"
 
 echo "<!-- bench/sim-validate.sh -g $grid -r $rate: $(grep -h -m1 '^<!--' "$keep/run.md" 2>/dev/null | sed 's/<!-- //; s/ -->//'); fabric $fabric -->"
-echo "$nh hosts x $k ranks, every link at $rate (tbf); raw TCP one way $gbps Gbit/s; ${copyGBs:+cpu probe $probeUs us (copy ${copyGBs} GB/s a core and side). }Time in us; predicted / measured:"
+echo "$nh hosts x $k ranks, every link at $rate (tbf); raw TCP one way $gbps Gbit/s; ${copyGBs:+cpu probe $probeUs us (copy ${copyGBs} GB/s a core and side). }${wakeUs:+wake $wakeUs us (fitted to the ring at $wakeBytes B). }Time in us; predicted / measured:"
 echo
 echo "| size | ring sim | ring meas | ratio | tree sim | tree meas | ratio | hier sim | hier meas | ratio | winner sim / meas | tuner picks (sim / run) |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--|:--|"

@@ -58,6 +58,8 @@ Test(fabric, refuses_with_line_and_cause, .timeout = 10) {
     {"name a\ncpu cores 2 copy 1GB/s pool rack\n", "bad:2: 'cpu' pool 'rack' is not host or machine"},
     {"name a\ncpu cores 2\n", "bad:2: 'cpu' needs 'copy'"},
     {"name a\ncpu cores 0 copy 1GB/s\n", "'cores' 0 is out of range"},
+    {"name a\ncpu cores 2 copy 1GB/s wake -3us\n", "'wake' -3us is out of range"},
+    {"name a\ncpu cores 2 copy 1GB/s wake 5GB/s\n", "'wake' needs a value such as 50us"},
     {"name a\nslots local 4096 net 4096 net_depth 0\n", "'net_depth' 0 is out of range"},
     {"name a\nslots local 4096 net 4096 local_depth 2.5\n", "'local_depth' needs a whole number"},
     {"name a\nhosts 2\ngpus 8\nscaleup bw 1GB/s lat 1us\nnic count 3 bw 1Gbps lat 1us\nnetwork flat\n",
@@ -206,6 +208,23 @@ Test(engine, cpu_copies_bound_a_fast_network, .timeout = 30) {
   double shared = simulate(&m, 2, SIM_RING, weftCollAllReduce, bytes, 0);
   cr_expect(perHost >= copies / 4 && perHost < 1.2 * copies / 4, "2 cores per host: %.0f us, bound %.0f", perHost, copies / 4);
   cr_expect(shared >= copies / 2 && shared < 1.1 * copies / 2, "2 cores in all: %.0f us, bound %.0f", shared, copies / 2);
+}
+
+/* The cpu line's wake: a rank that waited for its piece runs `wake` after the piece is in. An
+ * 8-byte ring AllReduce on 4 hosts of 1 rank waits at each of its 2 (n - 1) steps after the
+ * first (each needs its predecessor's piece, sent as the predecessor got its own): 6 steps, of
+ * which every one but the first of rank 0's waits, so the time grows by 6 wakes, as the
+ * critical path runs through one step per hop. Without the key the wake is 0. */
+Test(engine, cpu_wake_delays_each_waited_piece, .timeout = 30) {
+#define WAKE_NICS "name w\nhosts 4\ngpus 1\nscaleup bw 4GB/s lat 1us\nnic count 1 bw 10GB/s lat 25us\n" \
+                  "network flat hop 0us\nrank overhead 1us reduce 100GB/s\n"
+  struct simFabric none = load(WAKE_NICS "cpu cores 8 copy 10GB/s\n");
+  struct simFabric woken = load(WAKE_NICS "cpu cores 8 copy 10GB/s wake 100us\n");
+#undef WAKE_NICS
+  cr_expect(none.cpuWakeUs == 0 && woken.cpuWakeUs == 100, "wake misread: %g, %g", none.cpuWakeUs, woken.cpuWakeUs);
+  double base = simulate(&none, 4, SIM_RING, weftCollAllReduce, 64, 0);
+  double slow = simulate(&woken, 4, SIM_RING, weftCollAllReduce, 64, 0);
+  cr_expect(slow - base > 5.5 * 100 && slow - base < 6.5 * 100, "6 waited steps: %.1f us against %.1f", slow, base);
 }
 
 /* A core booked ahead (a copy waiting for its bytes) still runs earlier work in the gap

@@ -294,7 +294,7 @@ static int attempt(struct engine *e, int rank, double now) {
     return 0;
   }
   const struct simStep *s = &r->sched.steps[r->step];
-  double need = r->freeAt;
+  double need = r->freeAt, arrived = 0;
   struct inbox *from[SIM_STEP_PEERS];
   for (int i = 0; i < s->nrecv; i++) {
     from[i] = inboxOf(r, repOf(e, s->peer[i]), simStepChan(s, i), 0);
@@ -303,8 +303,10 @@ static int attempt(struct engine *e, int rank, double now) {
       return 0;
     }
     double t = from[i]->q.t[from[i]->q.head];
-    if (t > need) need = t;
+    if (t > arrived) arrived = t;
   }
+  /* A rank that waited for its piece runs a wake-up after it arrives (the cpu line's wake). */
+  if (arrived > need) need = arrived + e->f->cpuWakeUs;
   int me = r->sched.rank;
   int credit = creditWait(e, rank, s, &need);
   if (credit <= 0) return credit;

@@ -189,16 +189,18 @@ static int slotsLine(struct parser *p, struct simFabric *f, char **w, int nw) {
   return 0;
 }
 
-/* cpu cores C copy RATE [pool host|machine]: the cores that run ranks and their transports'
- * progress threads, per host (host) or for all hosts together (machine: emulated hosts on one
- * machine); copy is what one core moves through the network transport per side (socket
- * copies, the TCP stack). */
+/* cpu cores C copy RATE [pool host|machine] [wake T]: the cores that run ranks and their
+ * transports' progress threads, per host (host) or for all hosts together (machine: emulated
+ * hosts on one machine); copy is what one core moves through the network transport per side
+ * (socket copies, the TCP stack); wake (default 0) what a rank that waited for a piece loses
+ * before it runs, where threads outnumber cores and each waits its turn for one. */
 static int cpuLine(struct parser *p, struct simFabric *f, char **w, int nw) {
-  static const char *const keys[] = {"cores", "copy", "pool"};
-  const char *v[3];
+  static const char *const keys[] = {"cores", "copy", "pool", "wake"};
+  const char *v[4];
   int64_t cores;
-  if (pairs(p, "cpu", w, nw, keys, 3, 1u << 2, v) || integer(p, "cores", v[0], noUnit, 1, 4096, &cores) ||
-      number(p, "copy", v[1], bandwidthUnits, "2GB/s", 1e-3, 1e5, &f->cpuCopyGBs))
+  if (pairs(p, "cpu", w, nw, keys, 4, 1u << 2 | 1u << 3, v) || integer(p, "cores", v[0], noUnit, 1, 4096, &cores) ||
+      number(p, "copy", v[1], bandwidthUnits, "2GB/s", 1e-3, 1e5, &f->cpuCopyGBs) ||
+      (v[3] != NULL && number(p, "wake", v[3], latencyUnits, "50us", 0, 1e6, &f->cpuWakeUs)))
     return -1;
   if (v[2] != NULL && strcmp(v[2], "host") != 0 && strcmp(v[2], "machine") != 0)
     return fail(p, "'cpu' pool '%s' is not host or machine", v[2]);

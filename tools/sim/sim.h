@@ -41,10 +41,13 @@ struct simFabric {
   int localDepth, netDepth;  /* pieces a link holds before its sender waits for a freed slot */
   /* The `cpu` line (0 cores: no CPU model, ranks compute and copy for free beside their
    * links): cores per host, or for every host together when they share one machine (an
-   * emulated cluster), and each side's cost of a byte through the network transport. */
+   * emulated cluster), and each side's cost of a byte through the network transport; wake is
+   * the time a rank that waited for a piece takes to run once it is in (threads outnumbering
+   * cores wait for the scheduler). */
   int cpuCores;
   int cpuPoolMachine;
   double cpuCopyGBs;
+  double cpuWakeUs;
 };
 
 /* Reads a fabric file; 0, or -1 with "file:line: what is wrong" in err. */
