@@ -3,7 +3,7 @@
 # configuration, as root, with the host's build. CONFIG n2: rxe0 <-> rxe1 over a veth pair
 # (the conformance suite over verbs on two devices, the host's make check running it over the
 # other transports; 2-rank collectives, QPs, a killed peer, bad values, leaks); n1: one rxe0
-# (4-rank collectives). Ranks <= 2 per vCPU:
+# (4-rank collectives, and the UCX transport's tests with UCX on rxe0). Ranks <= 2 per vCPU:
 # TCG runs 14-56x slower than the host, so timeouts are generous and nothing is timed.
 # WEFT_VERBS_TESTS_FULL=1 (RDMA_FULL=1 make check-rdma): the full sweeps, and hier on 2 ranks.
 # Prints each binary's Criterion synthesis; exits 1 if any test failed.
@@ -25,6 +25,16 @@ run() { # name, binary, criterion args...
   echo "$name: $(grep Synthesis "$LOGDIR/$name.log" | tail -1 | sed 's/.*Synthesis: //') (exit $r, $((SECONDS - t0)) s)"
   [ $r = 0 ] || rc=1
 }
+# UCX over rxe: rc_verbs carries the data, tcp only UCX's wireup (its ud_verbs aborts on this
+# rxe, and rc_verbs alone cannot reach a peer); the run counts only if rxe0 sent packets.
+ucxOverRxe() {
+  local counter=/sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts before after
+  before=$(cat "$counter" 2>/dev/null || echo 0)
+  UCX_TLS=rc_verbs,tcp,self run ucx_rxe "$BUILD/tests/transport/test_ucx" --filter 'ucx/@(point_to_point_procs_3|every_collective_procs_3|nothing_left_after_destroy)'
+  after=$(cat "$counter" 2>/dev/null || echo 0)
+  echo "ucx_rxe: rxe0 sent $((after - before)) packets"
+  if [ "$after" -le "$before" ]; then echo "ucx_rxe: FAIL: UCX moved nothing over rxe0"; rc=1; fi
+}
 ibv_devices | sed -n '3,$p' | awk '{print "device: " $1}'
 case $CONFIG in
   n2)
@@ -39,6 +49,7 @@ case $CONFIG in
     ;;
   n1)
     run verbs_4 "$BUILD/tests/transport/test_verbs" --filter 'verbs/every_collective_@(procs_4|hosts_2x2)'
+    ucxOverRxe
     ;;
   *) echo "run-in-vm.sh: unknown configuration $CONFIG"; exit 2 ;;
 esac
