@@ -35,6 +35,10 @@ struct weftStragglers {
  * collectives, so that lateness spread evenly by a busy host names nobody. */
 #define FAIR_NUM 3
 #define FAIR_DEN 2
+/* A collective is late only when its last rank's lateness is also at least 1/LATE_REL_DEN of
+ * what the others waited (their median): where every collective waits milliseconds on a slow
+ * link, 100 us of noise between the fast ranks is not one of them being late. */
+#define LATE_REL_DEN 4
 
 weftResult_t weftStragglerInit(struct weftComm *comm) {
   int64_t every = weftParamStragglerReport();
@@ -98,7 +102,7 @@ static double medianOf(uint32_t *v, int n) {
 
 /* Collective k: the rank that waited least (the lowest of equals), *lateUs its lateness. */
 static int lastOf(const uint32_t *rec, int nranks, int ops, int k, uint32_t *scratch,
-                  double *lateUs) {
+                  double *lateUs, double *othersUs) {
   size_t stride = WEFT_STRAGGLER_REC_WORDS(ops, nranks);
   int last = 0;
   for (int r = 1; r < nranks; r++)
@@ -106,7 +110,8 @@ static int lastOf(const uint32_t *rec, int nranks, int ops, int k, uint32_t *scr
   int m = 0;
   for (int r = 0; r < nranks; r++)
     if (r != last) scratch[m++] = rec[r * stride + (size_t)k];
-  *lateUs = m > 0 ? medianOf(scratch, m) - rec[last * stride + (size_t)k] : 0;
+  *othersUs = m > 0 ? medianOf(scratch, m) : 0;
+  *lateUs = m > 0 ? *othersUs - rec[last * stride + (size_t)k] : 0;
   return last;
 }
 
@@ -132,9 +137,9 @@ static int lastVerdict(const uint32_t *rec, int nranks, int ops, int64_t minUs, 
                        uint32_t *lateAt, int *lastOps, uint32_t *scratch, weftStraggler_t *out) {
   int lateOps = 0, named = 0;
   for (int k = 0; k < ops; k++) {
-    double late;
-    int last = lastOf(rec, nranks, ops, k, scratch, &late);
-    lastAt[k] = late >= (double)minUs ? last : -1;
+    double late, others;
+    int last = lastOf(rec, nranks, ops, k, scratch, &late, &others);
+    lastAt[k] = late >= (double)minUs && LATE_REL_DEN * late >= others ? last : -1;
     lateAt[k] = (uint32_t)(late > 0 ? late : 0);
     if (lastAt[k] >= 0) lateOps++, lastOps[last]++;
   }

@@ -3,7 +3,8 @@
  * or that the test stops (SIGSTOP) for 3 ms out of every 6, is named within 100 operations
  * by every rank (weftCommGetStragglers) and in rank 0's printed report; nobody is named when
  * nobody is slow; a dead rank still fails the others (no hang in the report's exchange); the
- * verdict's thresholds on made-up records; the call's argument errors. */
+ * verdict's thresholds on made-up records (absolute and relative to the others' wait); the
+ * call's argument errors. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -237,6 +238,21 @@ Test(stragglers, verdict_thresholds) {
     for (int r = 0; r < NRANKS; r++) rec[r * stride + 4 * k + 1] = r == 3 ? 0 : 300;
   cr_expect_eq(weftStragglerAnalyze(rec, NRANKS, 100, 100, v), 1);
   cr_expect(v[0].rank == 3 && v[0].lastOps == 16, "rank %d last in %d", v[0].rank, v[0].lastOps);
+  free(rec);
+}
+
+/* Lateness counts only where it is at least a quarter of what the others waited: every
+ * collective waiting 4 ms (on a slow link, say), a rank 200 us "late" in 20 of 100 is noise,
+ * one 2 ms late is named. */
+Test(stragglers, verdict_lateness_relative_to_the_wait) {
+  weftStraggler_t v[NRANKS];
+  uint32_t *rec = records(100, 1, 20, 4000);
+  size_t stride = WEFT_STRAGGLER_REC_WORDS(100, NRANKS);
+  for (int k = 0; k < 20; k++) rec[1 * stride + k] = 3800;
+  cr_expect_eq(weftStragglerAnalyze(rec, NRANKS, 100, 100, v), 0, "200 us against 4 ms named");
+  for (int k = 0; k < 20; k++) rec[1 * stride + k] = 2000;
+  cr_assert_eq(weftStragglerAnalyze(rec, NRANKS, 100, 100, v), 1, "2 ms against 4 ms not named");
+  cr_expect(v[0].rank == 1 && v[0].lastOps == 20, "rank %d last in %d", v[0].rank, v[0].lastOps);
   free(rec);
 }
 

@@ -33,8 +33,8 @@
 #                         the slow host's rank must be named by the live report within 100
 #                         AllReduces of 64 KiB on every rank; docs/stragglers.md, "A slow
 #                         link"); "" skips it
-#   MULTIHOST_STRAGGLER_ARGS  ""                more arguments of mpi_straggler_check (--alone,
-#                         --algo ring, --bytes N)
+#   MULTIHOST_STRAGGLER_ARGS  "--alone"         more arguments of mpi_straggler_check (--alone:
+#                         nobody else named in any window; --algo ring, --bytes N)
 #   MULTIHOST_AGREEMENT   "2x1 1gbit"           hosts x ranks and link rate where weft-sim's
 #                         predicted AllReduce times must agree with measured ones
 #                         (bench/sim-validate.sh -A 0.15 on its own cluster, 512 KiB and 4 MiB,
@@ -51,7 +51,7 @@ CHECK_ARGS=${MULTIHOST_CHECK_ARGS:-}
 SHAPE=${MULTIHOST_SHAPE:-}
 TIMEOUT=${MULTIHOST_TIMEOUT:-400}
 STRAGGLER_RATE=${MULTIHOST_STRAGGLER_RATE-200mbit}
-STRAGGLER_ARGS=${MULTIHOST_STRAGGLER_ARGS:-}
+STRAGGLER_ARGS=${MULTIHOST_STRAGGLER_ARGS---alone}
 AGREEMENT=${MULTIHOST_AGREEMENT-2x1 1gbit}
 PREFIX=wft$$
 IFNAME=eth0 # the veth inside every namespace
