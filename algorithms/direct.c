@@ -30,12 +30,15 @@ struct directHello {
   int cmaOk;
   int cmaPermille; /* process_vm_readv's rate over memcpy's here, in thousandths */
   uint64_t probeAddr;
+  int64_t eagerBytes; /* WEFT_DIRECT_EAGER_BYTES: every rank must have the same */
 };
 
-/* fail line | ctrl[n] | to a page | staging[n][2][chunk] | result[2][chunk]: each rank's
- * staging on whole pages, so it can live on its writer's NUMA node (direct_place.c) */
-static size_t segmentBytes(int n, size_t chunk) {
-  return weftDirectHeaderBytes(n) + (size_t)n * 2 * chunk + 2 * chunk;
+/* fail line | ctrl[n] | to a page | staging[n][2][chunk] | result[2][chunk] | eager area
+ * (direct_eager.c): each rank's staging on whole pages, so it can live on its writer's NUMA
+ * node (direct_place.c) */
+static size_t segmentBytes(int n, size_t chunk, size_t eagerBytes) {
+  return weftDirectHeaderBytes(n) + (size_t)n * 2 * chunk + 2 * chunk +
+         weftDirectEagerBytes(n, eagerBytes);
 }
 
 static void layout(struct directState *s) {
@@ -43,6 +46,7 @@ static void layout(struct directState *s) {
   s->ctrl = (struct directCtrl *)(s->seg + sizeof(struct directFailLine));
   s->staging = s->seg + weftDirectHeaderBytes(s->n);
   s->result = s->staging + (size_t)s->n * 2 * s->chunkBytes;
+  weftDirectEagerLayout(s, s->result + 2 * s->chunkBytes);
 }
 
 /* Rank 0 creates the segment with every rank's parts bound to that rank's NUMA node. */
@@ -78,7 +82,14 @@ static weftResult_t directMapSegment(struct weftComm *comm, struct directState *
   }
   hello[s->me].pid = (int)getpid();
   hello[s->me].probeAddr = (uint64_t)(uintptr_t)&cmaProbeWord;
+  hello[s->me].eagerBytes = (int64_t)s->eagerBytes;
   WEFTCHECK(weftBootstrapAllGather(comm->boot, hello, sizeof *hello, weftDeadline(comm)));
+  for (int r = 0; r < s->n; r++) /* a rank that returned at once would leave the others waiting */
+    if (hello[r].eagerBytes != (int64_t)s->eagerBytes)
+      return weftSetError(weftInvalidUsage,
+                          "direct: WEFT_DIRECT_EAGER_BYTES must be the same on every rank: rank "
+                          "%d has %lld, rank %d %lld", s->me, (long long)s->eagerBytes, r,
+                          (long long)hello[r].eagerBytes);
   if (s->me != 0) {
     hello[0].name[sizeof hello[0].name - 1] = '\0';
     WEFTCHECK(weftShmOpen(hello[0].name, s->segBytes, (void **)&s->seg));
@@ -167,7 +178,8 @@ static int directAlloc(struct directState *s, int n) {
   s->addrs = calloc((size_t)n, sizeof(uint64_t));
   s->bounce = aligned_alloc(64, DIRECT_BOUNCE_BYTES);
   s->accum = aligned_alloc(64, DIRECT_BOUNCE_BYTES);
-  return s->pids && s->inputs && s->addrs && s->bounce && s->accum;
+  s->knownTaken = calloc((size_t)n, sizeof(uint64_t));
+  return s->pids && s->inputs && s->addrs && s->bounce && s->accum && s->knownTaken;
 }
 
 static weftResult_t directInit(struct weftComm *comm, void **state, char *why, size_t whyLen) {
@@ -191,7 +203,8 @@ static weftResult_t directInit(struct weftComm *comm, void **state, char *why, s
    * put a 64-byte piece of every rank's part in one chunk, so it holds n of those too */
   s->chunkBytes = (size_t)weftParamDirectChunkBytes();
   if (s->chunkBytes < (size_t)s->n * 64) s->chunkBytes = ((size_t)s->n * 64 + 4095) / 4096 * 4096;
-  s->segBytes = segmentBytes(s->n, s->chunkBytes);
+  s->eagerBytes = (size_t)weftParamDirectEagerBytes();
+  s->segBytes = segmentBytes(s->n, s->chunkBytes, s->eagerBytes);
   int64_t cmaMin = weftParamDirectCmaMinBytes();
   s->cmaMinBytes = cmaMin > DIRECT_SMALL_BYTES ? (size_t)cmaMin : DIRECT_SMALL_BYTES + 1;
   WEFTCHECKGOTO(directMapSegment(comm, s, hello), rc, fail);
@@ -212,6 +225,9 @@ fail:
 
 static weftResult_t directRun(void *state, struct weftComm *comm, const struct weftCollArgs *a) {
   struct directState *s = state; /* weftDirectBegin published the signature */
+  if (weftDirectIsEager(s, a))
+    return a->coll == weftCollBroadcast ? weftDirectEagerBroadcast(comm, s, a)
+                                        : weftDirectEagerReduce(comm, s, a);
   switch (a->coll) {
     case weftCollBroadcast: return weftDirectBroadcast(comm, s, a);
     case weftCollReduce: return weftDirectReduce(comm, s, a);
@@ -223,6 +239,7 @@ static weftResult_t directRun(void *state, struct weftComm *comm, const struct w
 
 static double directCost(void *state, const struct weftComm *comm, const struct weftCollArgs *a) {
   if (a->coll == weftCollAllReduce) return weftDirectAllReduceCost(state, comm, a);
+  if (weftDirectIsEager(state, a)) return weftDirectEagerCost(state, comm, a);
   return weftDirectCollCost(state, comm, a);
 }
 
@@ -238,6 +255,7 @@ static weftResult_t directFinalize(void *state) {
   free(s->addrs);
   free(s->bounce);
   free(s->accum);
+  free(s->knownTaken);
   free(s);
   return weftSuccess;
 }

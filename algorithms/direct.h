@@ -3,7 +3,8 @@
  * - direct.c: init (segment, cross-memory attach probe), finalize, dispatch, the ops table;
  * - direct_sync.c: flags, waits (liveness, fail word, timeouts naming late ranks), signatures;
  * - direct_peer.c: peer memory (pointer or process_vm_readv/writev), reductions in rank order;
- * - direct_allreduce.c: AllReduce; direct_coll.c: Broadcast, Reduce, AllGather, ReduceScatter.
+ * - direct_allreduce.c: AllReduce; direct_coll.c: Broadcast, Reduce, AllGather, ReduceScatter;
+ * - direct_eager.c: Broadcast and Reduce of at most WEFT_DIRECT_EAGER_BYTES, unsynchronised.
  * A round is one step every rank takes: it raises its flags of the round in turn (POSTED,
  * then REDUCED, DONE where the collective needs them), and a flag's value is the round. Every
  * round starts with POSTED and a wait for every rank's POSTED (weftDirectArrive), and a rank
@@ -29,17 +30,41 @@ enum { FLAG_POSTED, FLAG_REDUCED, FLAG_DONE, FLAG_COUNT };
 
 /* The fail word: reason << 56 | (noticer + 1) << 28 | (culprit + 1). Every lasting wait reads
  * it at every pause, so it has a line of its own, which nothing writes until a failure. */
-enum { FAIL_DEAD = 1, FAIL_ABORTED = 2 };
+enum { FAIL_DEAD = 1, FAIL_ABORTED = 2, FAIL_MISMATCH = 3 };
 struct directFailLine {
   _Alignas(64) _Atomic uint64_t word;
 };
+
+/* What a rank was asked to do at operation seq: count, weftSigWhat << 16 | type << 8 | op.
+ * A seqlock (direct_sync.c): seq is 0 while the entry is rewritten. */
+struct directSig {
+  _Atomic uint64_t seq, count, what;
+};
+/* Operations a rank's signatures are kept for: eager calls let a rank run ahead of another
+ * (up to DIRECT_EAGER_DEPTH calls per queue), and a rank that waits still reads the signature
+ * its peer had at the waiter's operation. */
+#define DIRECT_SIG_HISTORY 64
 
 /* One per rank, in the segment; only its rank writes it (rank 0's fail word excepted). */
 struct directCtrl {
   _Alignas(64) _Atomic uint64_t flag[FLAG_COUNT][8]; /* [i][0] used; the rest pads to a line */
   _Alignas(64) uint64_t sendAddr, recvAddr; /* in-place paths: this round's buffers */
   _Atomic uint64_t opSeq;  /* the operation this rank is in (for timeout messages) */
-  _Atomic uint64_t sig[2][3]; /* [op parity]: seq, count, weftSigWhat << 16 | type << 8 | op */
+  struct directSig sig[DIRECT_SIG_HISTORY]; /* [seq % DIRECT_SIG_HISTORY] */
+};
+
+/* ---- eager calls (direct_eager.c) ----
+ * A Broadcast or Reduce of at most WEFT_DIRECT_EAGER_BYTES does not synchronise the ranks:
+ * each rank has a queue of DIRECT_EAGER_DEPTH slots in the segment, a sender (a Broadcast's
+ * root, a Reduce's other ranks) writes its data into slot seq % depth with the call's
+ * signature and returns, and a reader (the others, the Reduce's root) waits for its slot,
+ * checks the signature, takes the data and records in its own row of `taken` the operation
+ * it took from that sender. A sender reuses a slot once its previous readers took it. */
+#define DIRECT_EAGER_DEPTH 32
+struct directEagerSlot {
+  _Alignas(64) _Atomic uint64_t seq; /* the operation whose data follows (0: none yet) */
+  uint64_t count, what;              /* its signature, as struct directSig */
+  uint64_t chain;                    /* the sender's eager calls to this one, hashed */
 };
 
 /* Whether a flag value has reached round seq (modulo 2^32: ranks are never 2^31 apart). */
@@ -74,6 +99,15 @@ struct directState {
   char *accum;   /* DIRECT_BOUNCE_BYTES: a piece being reduced where its destination cannot be */
   const char **inputs; /* [n]: scratch for one reduction's inputs */
   uint64_t *addrs;     /* [n]: scratch for one reduction's inputs in peers' memory */
+  /* eager calls: at most eagerBytes (0: none), every rank's the same (init checks) */
+  size_t eagerBytes, slotBytes, takenRowBytes;
+  char *eagerSlots;  /* [n][DIRECT_EAGER_DEPTH][slotBytes] */
+  char *eagerTaken;  /* [n readers][takenRowBytes]: _Atomic uint64_t per sender */
+  uint64_t eagerUse[DIRECT_EAGER_DEPTH]; /* my slot's last operation (0: none) */
+  int eagerReader[DIRECT_EAGER_DEPTH];   /* ... its reader (-1: every other rank) */
+  uint64_t eagerSig[DIRECT_EAGER_DEPTH][2]; /* ... and its count and what (struct directSig) */
+  uint64_t eagerChain; /* every eager call's signature so far, hashed (direct_eager.c) */
+  uint64_t *knownTaken; /* [n]: what I last read of taken[r][me] */
 };
 
 /* ---- direct_sync.c ---- */
@@ -87,6 +121,18 @@ weftResult_t weftDirectWaitAll(struct weftComm *comm, struct directState *s, int
  * before any data is combined. */
 weftResult_t weftDirectArrive(struct weftComm *comm, struct directState *s,
                               const struct weftCollArgs *a, uint64_t seq, int first);
+/* During a lasting wait for rank r's word to reach seq (weftDirectReached): has another rank
+ * published a failure, or (lookNow: the clock is read for it) is r dead without getting there? */
+weftResult_t weftDirectCheckPeer(struct weftComm *comm, struct directState *s, int r,
+                                 const _Atomic uint64_t *word, uint64_t seq, int lookNow);
+/* The failure another rank published in the fail word, if any. */
+weftResult_t weftDirectFailed(struct weftComm *comm, struct directState *s);
+/* What rank `rank` was asked to do at operation seq (sig: seq, count, what); 0 when that is no
+ * longer (or not yet) known. */
+int weftDirectSigAt(struct directState *s, int rank, uint64_t seq, uint64_t sig[3]);
+/* weftInvalidUsage naming both calls (sigs as weftDirectSigAt's). */
+weftResult_t weftDirectSigMismatch(struct directState *s, int r, const uint64_t mine[3],
+                                   const uint64_t theirs[3]);
 /* The first rank to see a failure writes it where every waiter reads it. */
 void weftDirectPublishFail(struct directState *s, int reason, int culprit);
 /* The ops' begin and watch (lib/algo.h). */
@@ -167,6 +213,21 @@ void weftDirectPlaceSegment(void *seg, size_t bytes, void *arg);
 static inline double weftDirectSyncUs(const struct weftComm *comm, int n) {
   return comm->oversubscribed ? 0.7 * n : 0.2 * (n - 1) + 0.1;
 }
+
+/* ---- direct_eager.c ---- */
+/* The eager area's bytes for n ranks and eagerBytes per slot; its layout in s. */
+size_t weftDirectEagerBytes(int n, size_t eagerBytes);
+void weftDirectEagerLayout(struct directState *s, char *at);
+/* Whether the call runs eagerly. */
+static inline int weftDirectIsEager(const struct directState *s, const struct weftCollArgs *a) {
+  return (a->coll == weftCollBroadcast || a->coll == weftCollReduce) && a->bytes <= s->eagerBytes;
+}
+weftResult_t weftDirectEagerBroadcast(struct weftComm *comm, struct directState *s,
+                                      const struct weftCollArgs *a);
+weftResult_t weftDirectEagerReduce(struct weftComm *comm, struct directState *s,
+                                   const struct weftCollArgs *a);
+double weftDirectEagerCost(const struct directState *s, const struct weftComm *comm,
+                           const struct weftCollArgs *a);
 
 /* ---- the collectives ---- */
 weftResult_t weftDirectAllReduce(struct weftComm *comm, struct directState *s,

@@ -1,7 +1,8 @@
 /* The direct algorithm's synchronisation and fault detection (see direct.c for the whole).
  * A flag's value is the round (low 32 bits, compared modulo 2^32) and a 32-bit hash of the
- * operation's signature (sequence, collective, root, count, datatype, op) in the high bits;
- * the full signature sits in a line only its writer touches on the fast path. After an
+ * operation's signature (sequence, collective, root, count, datatype, op, and a hash of the
+ * eager calls before it) in the high bits; the full signature sits in a history of the last
+ * DIRECT_SIG_HISTORY operations that only its writer touches on the fast path. After an
  * operation's first wait for every rank's post, each rank compares every hash with its own
  * (free: the flag lines are already here), so mismatched calls fail on every rank
  * (weftInvalidUsage, both signatures in the message) before any data is combined. A wait that
@@ -17,6 +18,7 @@
 #include "direct.h"
 #include "liveness.h"
 #include "prims.h"
+#include "reduce.h"
 
 #define DIRECT_LIVENESS_MS 50
 
@@ -63,6 +65,11 @@ static weftResult_t publishedFailure(struct weftComm *comm, struct directState *
   int reason = (int)(word >> 56), noticer = (int)((word >> 28) & 0xfffffff) - 1;
   int culprit = (int)(word & 0xfffffff) - 1;
   if (culprit < 0 || culprit >= s->n || noticer < 0 || noticer >= s->n) culprit = noticer = 0;
+  if (reason == FAIL_MISMATCH)
+    return weftSetError(weftInvalidUsage,
+                        "direct: rank %d found that rank %d called another collective than it "
+                        "(this rank is at operation %llu; that rank's error names both calls)",
+                        noticer, culprit, (unsigned long long)comm->opSeq);
   if (reason == FAIL_ABORTED)
     return weftSetError(weftRemoteError,
                         "direct: rank %d (pid %d on host %s) aborted its communicator during "
@@ -74,10 +81,13 @@ static weftResult_t publishedFailure(struct weftComm *comm, struct directState *
                       (unsigned long long)comm->opSeq, noticer);
 }
 
-/* A wait that lasts for rank r's flag to reach seq: has another rank published a failure, or
- * (when `lookNow`: the clock is read for it) is r dead? */
-static weftResult_t checkPeers(struct weftComm *comm, struct directState *s, int r, int flag,
-                               uint64_t seq, int lookNow) {
+weftResult_t weftDirectFailed(struct weftComm *comm, struct directState *s) {
+  uint64_t word = atomic_load_explicit(&s->fail->word, memory_order_acquire);
+  return word != 0 ? publishedFailure(comm, s, word) : weftSuccess;
+}
+
+weftResult_t weftDirectCheckPeer(struct weftComm *comm, struct directState *s, int r,
+                                 const _Atomic uint64_t *awaited, uint64_t seq, int lookNow) {
   uint64_t word = atomic_load_explicit(&s->fail->word, memory_order_acquire);
   if (word != 0) return publishedFailure(comm, s, word);
   if (s->samePid || !lookNow) return weftSuccess;
@@ -87,8 +97,7 @@ static weftResult_t checkPeers(struct weftComm *comm, struct directState *s, int
   if (!weftProcessGone(s->pids[r])) return weftSuccess;
   /* A rank that raised the flag and then finished its operation and exited (its last step
    * lets it go while slower ranks still read flags) is gone, not dead to this wait. */
-  if (weftDirectReached(atomic_load_explicit(&s->ctrl[r].flag[flag][0], memory_order_acquire), seq))
-    return weftSuccess;
+  if (weftDirectReached(atomic_load_explicit(awaited, memory_order_acquire), seq)) return weftSuccess;
   weftDirectPublishFail(s, FAIL_DEAD, r);
   return weftSetError(weftRemoteError, "direct: rank %d (pid %d on host %s) died during operation %llu",
                       r, s->pids[r], hostOf(comm, r), (unsigned long long)comm->opSeq);
@@ -147,12 +156,12 @@ weftResult_t weftDirectWaitAll(struct weftComm *comm, struct directState *s, int
   weftWaitStart(&w, comm);
   while ((r = firstLate(s, r, flag, seq)) < s->n) {
     weftResult_t rc = weftWaitPause(&w, what[flag], r);
-    /* past the spin phase only (deadlineMs is set then): spinning stays cheap. checkPeers
+    /* past the spin phase only (deadlineMs is set then): spinning stays cheap. weftDirectCheckPeer
      * is one load of the fail word, and a liveness check every DIRECT_LIVENESS_MS, the clock
      * read every 16th pause (a pause that yields costs a microsecond or more: 16 of them are
      * far below DIRECT_LIVENESS_MS). */
     if (rc == weftSuccess && w.deadlineMs != 0)
-      rc = checkPeers(comm, s, r, flag, seq, (w.iter & 15) == 0);
+      rc = weftDirectCheckPeer(comm, s, r, &s->ctrl[r].flag[flag][0], seq, (w.iter & 15) == 0);
     if (rc != weftSuccess) return waitFailed(comm, s, flag, seq, what[flag], rc);
   }
   weftWaitDone(&w);
@@ -160,23 +169,34 @@ weftResult_t weftDirectWaitAll(struct weftComm *comm, struct directState *s, int
   return weftSuccess;
 }
 
-/* Before the first post of an operation: what this rank was asked to do. */
+/* Before the first post of an operation: what this rank was asked to do, written as a seqlock
+ * (seq 0 while count and what change) so a reader never pairs one call's count with another's. */
 static void publishSig(struct directState *s, const struct weftCollArgs *a) {
   struct directCtrl *c = &s->ctrl[s->me];
-  _Atomic uint64_t *sig = c->sig[a->seq & 1];
+  struct directSig *e = &c->sig[a->seq % DIRECT_SIG_HISTORY];
   uint64_t what = weftSigWhat(a->coll, a->root) << 16 | (uint64_t)a->type << 8 | (uint64_t)a->op;
-  atomic_store_explicit(&sig[0], a->seq, memory_order_relaxed);
-  atomic_store_explicit(&sig[1], a->count, memory_order_relaxed);
-  atomic_store_explicit(&sig[2], what, memory_order_relaxed);
+  atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&e->count, a->count, memory_order_relaxed);
+  atomic_store_explicit(&e->what, what, memory_order_relaxed);
+  atomic_store_explicit(&e->seq, a->seq, memory_order_release);
   atomic_store_explicit(&c->opSeq, a->seq, memory_order_release); /* after sig: see weftDirectWatch */
-  uint64_t h = a->seq * 0x9e3779b97f4a7c15ULL ^ a->count * 0xc2b2ae3d27d4eb4fULL ^ what;
+  /* the eager calls so far too: ranks that disagreed on one that nobody checked differ here */
+  uint64_t h = a->seq * 0x9e3779b97f4a7c15ULL ^ a->count * 0xc2b2ae3d27d4eb4fULL ^ what ^ s->eagerChain;
   h ^= h >> 31;
   h *= 0xbf58476d1ce4e5b9ULL;
   s->sigHash = (uint32_t)(h >> 32);
 }
 
-static void readSig(struct directState *s, int rank, int par, uint64_t sig[3]) {
-  for (int k = 0; k < 3; k++) sig[k] = atomic_load_explicit(&s->ctrl[rank].sig[par][k], memory_order_relaxed);
+int weftDirectSigAt(struct directState *s, int rank, uint64_t seq, uint64_t sig[3]) {
+  struct directSig *e = &s->ctrl[rank].sig[seq % DIRECT_SIG_HISTORY];
+  uint64_t before = atomic_load_explicit(&e->seq, memory_order_acquire);
+  sig[1] = atomic_load_explicit(&e->count, memory_order_relaxed);
+  sig[2] = atomic_load_explicit(&e->what, memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  uint64_t after = atomic_load_explicit(&e->seq, memory_order_relaxed);
+  sig[0] = seq;
+  return before == seq && after == seq;
 }
 
 /* sig: seq, count, weftSigWhat << 16 | type << 8 | op (publishSig). */
@@ -186,8 +206,8 @@ static void describeDirectSig(const uint64_t sig[3], char *buf, size_t len) {
   snprintf(buf, len, "%s (its operation %llu)", call, (unsigned long long)sig[0]);
 }
 
-static weftResult_t sigMismatch(struct directState *s, int r, const uint64_t mine[3],
-                                const uint64_t sig[3]) {
+weftResult_t weftDirectSigMismatch(struct directState *s, int r, const uint64_t mine[3],
+                                   const uint64_t sig[3]) {
   char a[192], b[192];
   describeDirectSig(mine, a, sizeof a);
   describeDirectSig(sig, b, sizeof b);
@@ -196,19 +216,35 @@ static weftResult_t sigMismatch(struct directState *s, int r, const uint64_t min
                       "called %s", (unsigned long long)mine[0], s->me, a, r, b);
 }
 
+/* The signature of the operation rank r is in now (a few tries: it may be moving on). */
+static void currentSig(struct directState *s, int r, uint64_t sig[3]) {
+  for (int tries = 0; tries < 8; tries++) {
+    uint64_t at = atomic_load_explicit(&s->ctrl[r].opSeq, memory_order_acquire);
+    if (weftDirectSigAt(s, r, at, sig)) return;
+  }
+  sig[1] = sig[2] = 0;
+}
+
 /* After the first wait for every rank's post: every signature is the same as mine. A rank
  * that runs one operation ahead or behind shows up as a different sequence number. */
 static weftResult_t checkSigs(struct directState *s, const struct weftCollArgs *a,
                               uint64_t seq) {
-  int par = (int)(a->seq & 1);
   uint64_t mine[3], sig[3];
   for (int r = 0; r < s->n; r++) {
     uint64_t v = atomic_load_explicit(&s->ctrl[r].flag[FLAG_POSTED][0], memory_order_relaxed);
     /* A rank already at a later round compared its hash with mine and found them equal. */
     if (r == s->me || (uint32_t)(v >> 32) == s->sigHash || (uint32_t)v != (uint32_t)seq) continue;
-    readSig(s, s->me, par, mine);
-    readSig(s, r, par, sig);
-    return sigMismatch(s, r, mine, sig);
+    weftDirectSigAt(s, s->me, a->seq, mine);
+    currentSig(s, r, sig);
+    if (sig[0] != mine[0] || sig[1] != mine[1] || sig[2] != mine[2])
+      return weftDirectSigMismatch(s, r, mine, sig);
+    char call[192];
+    describeDirectSig(mine, call, sizeof call);
+    return weftSetError(weftInvalidUsage,
+                        "mismatched collectives before operation %llu: ranks %d and %d both "
+                        "called %s, but an eager Broadcast or Reduce before it differed between "
+                        "them (a root, count, datatype or op that no rank could check then)",
+                        (unsigned long long)mine[0], s->me, r, call);
   }
   return weftSuccess;
 }
@@ -223,20 +259,30 @@ weftResult_t weftDirectArrive(struct weftComm *comm, struct directState *s,
 /* Every collective publishes its signature here, whichever algorithm runs it. */
 void weftDirectBegin(void *state, const struct weftCollArgs *a) { publishSig(state, a); }
 
-/* A lasting wait, whichever algorithm: a rank at my operation that published another
- * signature (the ranks may even run different algorithms, chosen by their different sizes). */
+/* Whether a signature (count, what) is a call that runs eagerly: a rank may have returned from
+ * it, and learns of a mismatch only from the fail word. */
+static int eagerSig(const struct directState *s, const uint64_t sig[3]) {
+  weftColl_t coll = (weftColl_t)(sig[2] >> 48);
+  size_t ts = weftTypeSize((weftDataType_t)((sig[2] >> 8) & 0xff));
+  return (coll == weftCollBroadcast || coll == weftCollReduce) && ts > 0 &&
+         sig[1] <= s->eagerBytes / ts;
+}
+
+/* A lasting wait, whichever algorithm: a rank at or past my operation that was asked for
+ * something else there (the ranks may even run different algorithms, chosen by their
+ * different sizes, and an eager call lets a rank run ahead). */
 weftResult_t weftDirectWatch(void *state, struct weftComm *comm) {
   struct directState *s = state;
   uint64_t seq = comm->opSeq, mine[3], sig[3];
-  int par = (int)(seq & 1);
-  readSig(s, s->me, par, mine);
-  if (mine[0] != seq) return weftSuccess; /* not in a collective (init) */
+  if (!weftDirectSigAt(s, s->me, seq, mine)) return weftSuccess; /* not in a collective (init) */
   for (int r = 0; r < s->n; r++) {
-    if (r == s->me || atomic_load_explicit(&s->ctrl[r].opSeq, memory_order_acquire) != seq) continue;
-    readSig(s, r, par, sig);
-    /* rank r cannot pass operation seq + 1 without me, so sig[par] is still seq's */
-    if (sig[0] == mine[0] && sig[1] == mine[1] && sig[2] == mine[2]) continue;
-    return sigMismatch(s, r, mine, sig);
+    uint64_t at = atomic_load_explicit(&s->ctrl[r].opSeq, memory_order_acquire);
+    if (r == s->me || (int64_t)(at - seq) < 0) continue; /* behind: it will compare with me */
+    if (!weftDirectSigAt(s, r, seq, sig)) continue;       /* passed beyond the history */
+    if (sig[1] == mine[1] && sig[2] == mine[2]) continue;
+    if (eagerSig(s, mine) || eagerSig(s, sig)) /* for the ranks it let run ahead */
+      weftDirectPublishFail(s, FAIL_MISMATCH, r);
+    return weftDirectSigMismatch(s, r, mine, sig);
   }
   return weftSuccess;
 }

@@ -3,8 +3,12 @@
  * - rank order: Reduce, ReduceScatter (and AllReduce) of floats that round at every step give
  *   the bits of a sequential reduction in rank order, computed here in plain C, on each path
  *   (one round, staged, in place for threads and for cross-memory attach);
- * - mismatches: ranks that disagree on the root of a Broadcast or a Reduce fail on every rank
- *   with weftInvalidUsage naming both calls, and no receive buffer is written;
+ * - mismatches: ranks that disagree on the root of a synchronous Broadcast or Reduce fail on
+ *   every rank with weftInvalidUsage naming both calls, and no receive buffer is written; on
+ *   an eager one, a reader fails in that call naming both, and every rank by the next
+ *   synchronising call or within the queue's depth of eager calls;
+ * - eager calls: a root runs up to the queue's depth ahead of a reader that has not called
+ *   yet, and no further; readers that arrive late take every queued call's own data;
  * - faults: a rank killed (SIGKILL) in a loop of direct Broadcasts: every survivor gets
  *   weftRemoteError naming it (rank, pid, host) well before the timeout; a rank stopped
  *   (SIGSTOP): the others time out after WEFT_TIMEOUT_MS, naming it. */
@@ -14,9 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "caps.h"
+#include "collname.h"
 #include "forked.h"
 #include "harness.h"
 #include "reduce.h"
@@ -176,9 +182,11 @@ static long rootMismatchBody(weftComm_t comm, int rank, int n, void *arg) {
   return bad;
 }
 
-/* One round (100 floats), staged chunks or in place (300,000 floats: 1.2 MB). */
+/* One round (100 floats, synchronous: WEFT_DIRECT_EAGER_BYTES=0), staged chunks or in place
+ * (300,000 floats: 1.2 MB). */
 static void rootMismatch(int procs, int threads, const char *cma) {
   setenv("WEFT_ALGO", "direct", 1);
+  setenv("WEFT_DIRECT_EAGER_BYTES", "0", 1);
   setenv("WEFT_TIMEOUT_MS", "20000", 1);
   setenv("WEFT_DIRECT_CMA", cma, 1);
   static const struct rootCase cases[] = {{weftCollBroadcast, 100}, {weftCollBroadcast, 300000},
@@ -189,6 +197,7 @@ static void rootMismatch(int procs, int threads, const char *cma) {
   unsetenv("WEFT_ALGO");
   unsetenv("WEFT_TIMEOUT_MS");
   unsetenv("WEFT_DIRECT_CMA");
+  unsetenv("WEFT_DIRECT_EAGER_BYTES");
 }
 
 Test(direct_mismatch, roots_threads_3) { rootMismatch(1, 3, "1"); }
@@ -196,6 +205,98 @@ Test(direct_mismatch, roots_procs_3_staged) { rootMismatch(3, 1, "0"); }
 Test(direct_mismatch, roots_procs_3_cma) {
   SKIP_UNLESS("cma");
   rootMismatch(3, 1, "2");
+}
+
+/* ---- mismatched roots on eager calls ---- */
+
+#define EAGER_DEPTH 32 /* algorithms/direct.h's DIRECT_EAGER_DEPTH */
+
+struct eagerMismatch {
+  weftColl_t coll;
+  int thenSync; /* the calls after it: 1 one AllReduce (synchronous), 0 eager Broadcasts */
+};
+
+/* The last rank names root 1, the others root 0, on 100 floats (eager). A rank may return
+ * from it (a Broadcast's root, a Reduce's other ranks: nothing to check there); then it must
+ * fail at the AllReduce after it, or within the queue's depth of Broadcasts after it. Every
+ * rank fails with weftInvalidUsage; with 2 ranks, or a reader that saw the other root's data,
+ * naming both calls. */
+static long eagerMismatchBody(weftComm_t comm, int rank, int n, void *arg) {
+  const struct eagerMismatch *m = arg;
+  float send[100], recv[100];
+  for (int i = 0; i < 100; i++) send[i] = (float)rank;
+  int root = rank == n - 1 ? 1 : 0, after = 0;
+  weftResult_t rc = m->coll == weftCollBroadcast
+                        ? weftBroadcast(send, recv, 100, weftFloat32, root, comm, NULL)
+                        : weftReduce(send, recv, 100, weftFloat32, weftSum, root, comm, NULL);
+  while (rc == weftSuccess && after < (m->thenSync ? 1 : EAGER_DEPTH + 1)) {
+    rc = m->thenSync ? weftAllReduce(send, recv, 1, weftFloat32, weftSum, comm, NULL)
+                     : weftBroadcast(send, recv, 100, weftFloat32, 0, comm, NULL);
+    after++;
+  }
+  const char *msg = weftGetLastError(comm);
+  if (rc != weftInvalidUsage) {
+    fprintf(stderr, "rank %d: %s with root %d, then %d %s: rc %d: %s\n", rank,
+            weftCollName(m->coll), root, after, m->thenSync ? "AllReduce" : "Broadcasts", rc, msg);
+    return 1;
+  }
+  return 0;
+}
+
+static void eagerMismatch(int procs, int threads) {
+  setenv("WEFT_ALGO", "direct", 1);
+  setenv("WEFT_TIMEOUT_MS", "20000", 1);
+  static const struct eagerMismatch cases[] = {{weftCollBroadcast, 0}, {weftCollBroadcast, 1},
+                                               {weftCollReduce, 0}, {weftCollReduce, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    cr_expect_eq(runRanks(procs, threads, eagerMismatchBody, (void *)&cases[i], 60), 0,
+                 "%d x %d ranks, %s then %s", procs, threads, weftCollName(cases[i].coll),
+                 cases[i].thenSync ? "an AllReduce" : "Broadcasts");
+  unsetenv("WEFT_ALGO");
+  unsetenv("WEFT_TIMEOUT_MS");
+}
+
+Test(direct_mismatch, eager_roots_procs_2) { eagerMismatch(2, 1); }
+Test(direct_mismatch, eager_roots_procs_3) { eagerMismatch(3, 1); }
+Test(direct_mismatch, eager_roots_threads_4) { eagerMismatch(1, 4); }
+
+/* ---- eager calls run ahead, as far as the queue ---- */
+
+/* Rank 0 broadcasts 2 * depth calls of 3 ints (call k: k * 1000 + i) while rank 1 sleeps
+ * 300 ms before its first: rank 0's first `depth` calls return before rank 1 calls, its next
+ * one not. Rank 1 then takes every call's own data. */
+static long runAheadBody(weftComm_t comm, int rank, int n, void *arg) {
+  (void)n, (void)arg;
+  int buf[3];
+  long bad = 0;
+  if (rank == 1) usleep(300000);
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int k = 0; k < 2 * EAGER_DEPTH && !bad; k++) {
+    for (int i = 0; i < 3; i++) buf[i] = rank == 0 ? k * 1000 + i : -1;
+    weftResult_t rc = weftBroadcast(buf, buf, 3, weftInt32, 0, comm, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double ms = (double)(t.tv_sec - t0.tv_sec) * 1e3 + (double)(t.tv_nsec - t0.tv_nsec) / 1e6;
+    if (rc != weftSuccess) {
+      fprintf(stderr, "rank %d: call %d: %s\n", rank, k, weftGetLastError(comm));
+      return 1;
+    }
+    if (rank == 0 && k == EAGER_DEPTH - 1 && ms > 150)
+      bad += fprintf(stderr, "rank 0: %d calls took %.0f ms: not run ahead\n", k + 1, ms) > 0;
+    if (rank == 0 && k == EAGER_DEPTH && ms < 200)
+      bad += fprintf(stderr, "rank 0: call %d returned after %.0f ms: ran past the queue\n", k, ms) > 0;
+    for (int i = 0; i < 3 && rank == 1; i++)
+      if (buf[i] != k * 1000 + i)
+        bad += fprintf(stderr, "rank 1: call %d element %d is %d\n", k, i, buf[i]) > 0;
+  }
+  return bad;
+}
+
+Test(direct_order, eager_runs_ahead_as_far_as_its_queue) {
+  setenv("WEFT_ALGO", "direct", 1);
+  cr_expect_eq(runRanks(2, 1, runAheadBody, NULL, 60), 0, "processes");
+  cr_expect_eq(runRanks(1, 2, runAheadBody, NULL, 60), 0, "threads");
+  unsetenv("WEFT_ALGO");
 }
 
 /* ---- a killed or stopped rank in a loop of Broadcasts ---- */

@@ -22,6 +22,10 @@ run() { # name, binary, criterion args...
   timeout -k 10 1500 "$bin" --jobs 1 --verbose "$@" >"$LOGDIR/$name.log" 2>&1
   local r=$?
   grep -E '^\[(FAIL|SKIP)\]' "$LOGDIR/$name.log" | grep -v 'Test is disabled' | head -20
+  # A failure's own words (the log stays in the VM's copy of the build only): assertion
+  # messages, ranks' errors, UCX's and the harness's complaints.
+  [ $r = 0 ] || grep -E '^\[----\] .*(Assertion|:[0-9]+:)|^\[----\]   |^rank [0-9]+:|runRanks:|UCX  ERROR|failed|timed out' \
+    "$LOGDIR/$name.log" | head -40 | sed "s/^/$name: /"
   echo "$name: $(grep Synthesis "$LOGDIR/$name.log" | tail -1 | sed 's/.*Synthesis: //') (exit $r, $((SECONDS - t0)) s)"
   [ $r = 0 ] || rc=1
 }
