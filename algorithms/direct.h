@@ -4,7 +4,8 @@
  * - direct_sync.c: flags, waits (liveness, fail word, timeouts naming late ranks), signatures;
  * - direct_peer.c: peer memory (pointer or process_vm_readv/writev), reductions in rank order;
  * - direct_allreduce.c: AllReduce; direct_coll.c: Broadcast, Reduce, AllGather, ReduceScatter;
- * - direct_eager.c: Broadcast and Reduce of at most WEFT_DIRECT_EAGER_BYTES, unsynchronised.
+ * - direct_eager.c: Broadcast, Reduce, Gather and Scatter of at most WEFT_DIRECT_EAGER_BYTES,
+ *   unsynchronised; direct_gather.c: larger Gather and Scatter, staged.
  * A round is one step every rank takes: it raises its flags of the round in turn (POSTED,
  * then REDUCED, DONE where the collective needs them), and a flag's value is the round. Every
  * round starts with POSTED and a wait for every rank's POSTED (weftDirectArrive), and a rank
@@ -66,6 +67,28 @@ struct directEagerSlot {
   uint64_t count, what;              /* its signature, as struct directSig */
   uint64_t chain;                    /* the sender's eager calls to this one, hashed */
 };
+
+/* Each rank maps the shared segment at its own address, so ThreadSanitizer cannot pair a
+ * release of a flag (or an eager slot) through one mapping with its acquire through another, and reports the
+ * user buffers that the flags order (read in place by threads of one process) as races.
+ * Under TSan only, the handoff is also told to it on one process-wide object. */
+#if defined(__SANITIZE_THREAD__)
+#define DIRECT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DIRECT_TSAN 1
+#endif
+#endif
+#ifdef DIRECT_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+extern char weftDirectTsanSync; /* direct_sync.c */
+#define DIRECT_TSAN_RELEASE() __tsan_release(&weftDirectTsanSync)
+#define DIRECT_TSAN_ACQUIRE() __tsan_acquire(&weftDirectTsanSync)
+#else
+#define DIRECT_TSAN_RELEASE() ((void)0)
+#define DIRECT_TSAN_ACQUIRE() ((void)0)
+#endif
 
 /* Whether a flag value has reached round seq (modulo 2^32: ranks are never 2^31 apart). */
 static inline int weftDirectReached(uint64_t flagValue, uint64_t seq) {
@@ -218,14 +241,20 @@ static inline double weftDirectSyncUs(const struct weftComm *comm, int n) {
 /* The eager area's bytes for n ranks and eagerBytes per slot; its layout in s. */
 size_t weftDirectEagerBytes(int n, size_t eagerBytes);
 void weftDirectEagerLayout(struct directState *s, char *at);
-/* Whether the call runs eagerly. */
+/* Whether the call runs eagerly: what one slot carries fits (a Scatter's whole buffer). */
 static inline int weftDirectIsEager(const struct directState *s, const struct weftCollArgs *a) {
-  return (a->coll == weftCollBroadcast || a->coll == weftCollReduce) && a->bytes <= s->eagerBytes;
+  if (a->coll == weftCollScatter) return a->bytes <= s->eagerBytes / (size_t)s->n;
+  return (a->coll == weftCollBroadcast || a->coll == weftCollReduce ||
+          a->coll == weftCollGather) && a->bytes <= s->eagerBytes;
 }
 weftResult_t weftDirectEagerBroadcast(struct weftComm *comm, struct directState *s,
                                       const struct weftCollArgs *a);
 weftResult_t weftDirectEagerReduce(struct weftComm *comm, struct directState *s,
                                    const struct weftCollArgs *a);
+weftResult_t weftDirectEagerGather(struct weftComm *comm, struct directState *s,
+                                   const struct weftCollArgs *a);
+weftResult_t weftDirectEagerScatter(struct weftComm *comm, struct directState *s,
+                                    const struct weftCollArgs *a);
 double weftDirectEagerCost(const struct directState *s, const struct weftComm *comm,
                            const struct weftCollArgs *a);
 
@@ -242,6 +271,13 @@ weftResult_t weftDirectAllGather(struct weftComm *comm, struct directState *s,
                                  const struct weftCollArgs *a);
 weftResult_t weftDirectReduceScatter(struct weftComm *comm, struct directState *s,
                                      const struct weftCollArgs *a);
+/* Gather and Scatter, staged (direct_gather.c). */
+weftResult_t weftDirectGather(struct weftComm *comm, struct directState *s,
+                              const struct weftCollArgs *a);
+weftResult_t weftDirectScatter(struct weftComm *comm, struct directState *s,
+                               const struct weftCollArgs *a);
+double weftDirectGatherCost(const struct directState *s, const struct weftComm *comm,
+                            const struct weftCollArgs *a);
 /* Broadcast, Reduce, AllGather, ReduceScatter (direct_coll.c). */
 /* Whether Broadcast, Reduce, AllGather or ReduceScatter a takes the in-place path. */
 int weftDirectCollInPlace(const struct directState *s, const struct weftComm *comm,

@@ -100,19 +100,22 @@ static weftResult_t slotFree(struct weftComm *comm, struct directState *s, unsig
     }
     weftWaitDone(&w);
   }
+  DIRECT_TSAN_ACQUIRE(); /* the readers are done with the slot */
   return weftSuccess;
 }
 
-/* My data for operation a->seq, for `reader` (-1: every other rank), into my next slot. */
+/* My data for operation a->seq (len bytes), for `reader` (-1: every other rank), into my next
+ * slot. */
 static weftResult_t eagerSend(struct weftComm *comm, struct directState *s,
-                              const struct weftCollArgs *a, const void *data, int reader) {
+                              const struct weftCollArgs *a, const void *data, size_t len, int reader) {
   unsigned i = (unsigned)(a->seq % DIRECT_EAGER_DEPTH);
   WEFTCHECK(slotFree(comm, s, i));
   struct directEagerSlot *slot = slotOf(s, s->me, a->seq);
-  memcpy(dataOf(slot), data, a->bytes);
+  memcpy(dataOf(slot), data, len);
   slot->count = a->count;
   slot->what = whatOf(a);
   slot->chain = s->eagerChain;
+  DIRECT_TSAN_RELEASE();
   atomic_store_explicit(&slot->seq, a->seq, memory_order_release);
   s->eagerUse[i] = a->seq;
   s->eagerReader[i] = reader;
@@ -173,11 +176,13 @@ static weftResult_t eagerReceive(struct weftComm *comm, struct directState *s,
   if (seen != a->seq || slot->count != a->count || slot->what != whatOf(a))
     return eagerMismatch(s, a, sender, slot, seen);
   if (slot->chain != s->eagerChain) return historyMismatch(s, a, sender);
+  DIRECT_TSAN_ACQUIRE();
   *out = slot;
   return weftSuccess;
 }
 
 static void eagerTaken(struct directState *s, int sender, uint64_t seq) {
+  DIRECT_TSAN_RELEASE();
   atomic_store_explicit(takenOf(s, s->me, sender), seq, memory_order_release);
 }
 
@@ -196,7 +201,7 @@ weftResult_t weftDirectEagerBroadcast(struct weftComm *comm, struct directState 
   WEFTCHECK(weftDirectFailed(comm, s));
   chain(s, a);
   if (s->me == a->root) {
-    WEFTCHECK(eagerSend(comm, s, a, a->sendbuff, -1));
+    WEFTCHECK(eagerSend(comm, s, a, a->sendbuff, a->bytes, -1));
     if (a->recvbuff != a->sendbuff) memcpy(a->recvbuff, a->sendbuff, a->bytes);
     return weftSuccess;
   }
@@ -212,7 +217,7 @@ weftResult_t weftDirectEagerReduce(struct weftComm *comm, struct directState *s,
                                    const struct weftCollArgs *a) {
   WEFTCHECK(weftDirectFailed(comm, s));
   chain(s, a);
-  if (s->me != a->root) return eagerSend(comm, s, a, a->sendbuff, a->root);
+  if (s->me != a->root) return eagerSend(comm, s, a, a->sendbuff, a->bytes, a->root);
   for (int r = 0; r < s->n; r++) {
     struct directEagerSlot *slot;
     if (r == s->me) continue;
@@ -229,11 +234,48 @@ weftResult_t weftDirectEagerReduce(struct weftComm *comm, struct directState *s,
   return weftSuccess;
 }
 
+/* The root copies every rank's slot into its block. */
+weftResult_t weftDirectEagerGather(struct weftComm *comm, struct directState *s,
+                                   const struct weftCollArgs *a) {
+  WEFTCHECK(weftDirectFailed(comm, s));
+  chain(s, a);
+  if (s->me != a->root) return eagerSend(comm, s, a, a->sendbuff, a->bytes, a->root);
+  for (int r = 0; r < s->n; r++) {
+    struct directEagerSlot *slot;
+    if (r == s->me) continue;
+    WEFTCHECK(eagerReceive(comm, s, a, r, &slot));
+    memcpy((char *)a->recvbuff + (size_t)r * a->bytes, dataOf(slot), a->bytes);
+  }
+  char *own = (char *)a->recvbuff + (size_t)s->me * a->bytes;
+  if (own != a->sendbuff) memcpy(own, a->sendbuff, a->bytes);
+  for (int r = 0; r < s->n; r++)
+    if (r != s->me) eagerTaken(s, r, a->seq);
+  return weftSuccess;
+}
+
+/* The root puts its whole send buffer in one slot; each rank takes its block. */
+weftResult_t weftDirectEagerScatter(struct weftComm *comm, struct directState *s,
+                                    const struct weftCollArgs *a) {
+  WEFTCHECK(weftDirectFailed(comm, s));
+  chain(s, a);
+  if (s->me == a->root) {
+    WEFTCHECK(eagerSend(comm, s, a, a->sendbuff, (size_t)s->n * a->bytes, -1));
+    const char *own = (const char *)a->sendbuff + (size_t)s->me * a->bytes;
+    if (own != a->recvbuff) memcpy(a->recvbuff, own, a->bytes);
+    return weftSuccess;
+  }
+  struct directEagerSlot *slot;
+  WEFTCHECK(eagerReceive(comm, s, a, a->root, &slot));
+  memcpy(a->recvbuff, dataOf(slot) + (size_t)s->me * a->bytes, a->bytes);
+  eagerTaken(s, a->root, a->seq);
+  return weftSuccess;
+}
+
 /* No synchronisation: the copies in and out of a slot (cached), and for a Reduce's root the
- * reduction of n inputs. */
+ * reduction of n inputs (a Gather's root copies n blocks, a Scatter's root n into its slot). */
 double weftDirectEagerCost(const struct directState *s, const struct weftComm *comm,
                            const struct weftCollArgs *a) {
   (void)comm;
   double b = (double)a->bytes;
-  return 0.1 + (a->coll == weftCollReduce ? b * (1.0 + s->n) : 2.0 * b) / 10e3;
+  return 0.1 + (a->coll == weftCollBroadcast ? 2.0 * b : b * (1.0 + s->n)) / 10e3;
 }

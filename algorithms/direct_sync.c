@@ -22,26 +22,8 @@
 
 #define DIRECT_LIVENESS_MS 50
 
-/* Each rank maps the shared segment at its own address, so ThreadSanitizer cannot pair a
- * release of a flag through one mapping with its acquire through another, and reports the
- * user buffers that the flags order (read in place by threads of one process) as races.
- * Under TSan only, the handoff is also told to it on one process-wide object. */
-#if defined(__SANITIZE_THREAD__)
-#define DIRECT_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define DIRECT_TSAN 1
-#endif
-#endif
 #ifdef DIRECT_TSAN
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
-static char directTsanSync;
-#define DIRECT_TSAN_RELEASE() __tsan_release(&directTsanSync)
-#define DIRECT_TSAN_ACQUIRE() __tsan_acquire(&directTsanSync)
-#else
-#define DIRECT_TSAN_RELEASE() ((void)0)
-#define DIRECT_TSAN_ACQUIRE() ((void)0)
+char weftDirectTsanSync;
 #endif
 
 void weftDirectPost(struct directState *s, int flag, uint64_t seq) {
@@ -175,10 +157,11 @@ static void publishSig(struct directState *s, const struct weftCollArgs *a) {
   struct directCtrl *c = &s->ctrl[s->me];
   struct directSig *e = &c->sig[a->seq % DIRECT_SIG_HISTORY];
   uint64_t what = weftSigWhat(a->coll, a->root) << 16 | (uint64_t)a->type << 8 | (uint64_t)a->op;
+  /* released after seq's 0 (no fences: ThreadSanitizer has none): a reader that acquires a
+   * new count or what then sees seq 0 or later, never the old seq again */
   atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
-  atomic_thread_fence(memory_order_release);
-  atomic_store_explicit(&e->count, a->count, memory_order_relaxed);
-  atomic_store_explicit(&e->what, what, memory_order_relaxed);
+  atomic_store_explicit(&e->count, a->count, memory_order_release);
+  atomic_store_explicit(&e->what, what, memory_order_release);
   atomic_store_explicit(&e->seq, a->seq, memory_order_release);
   atomic_store_explicit(&c->opSeq, a->seq, memory_order_release); /* after sig: see weftDirectWatch */
   /* the eager calls so far too: ranks that disagreed on one that nobody checked differ here */
@@ -191,9 +174,8 @@ static void publishSig(struct directState *s, const struct weftCollArgs *a) {
 int weftDirectSigAt(struct directState *s, int rank, uint64_t seq, uint64_t sig[3]) {
   struct directSig *e = &s->ctrl[rank].sig[seq % DIRECT_SIG_HISTORY];
   uint64_t before = atomic_load_explicit(&e->seq, memory_order_acquire);
-  sig[1] = atomic_load_explicit(&e->count, memory_order_relaxed);
-  sig[2] = atomic_load_explicit(&e->what, memory_order_relaxed);
-  atomic_thread_fence(memory_order_acquire);
+  sig[1] = atomic_load_explicit(&e->count, memory_order_acquire);
+  sig[2] = atomic_load_explicit(&e->what, memory_order_acquire);
   uint64_t after = atomic_load_explicit(&e->seq, memory_order_relaxed);
   sig[0] = seq;
   return before == seq && after == seq;

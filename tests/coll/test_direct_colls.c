@@ -9,6 +9,8 @@
  *   synchronising call or within the queue's depth of eager calls;
  * - eager calls: a root runs up to the queue's depth ahead of a reader that has not called
  *   yet, and no further; readers that arrive late take every queued call's own data;
+ * - Gather and Scatter: every root, in place and out, eager at a slot's edge and staged
+ *   over many rounds;
  * - faults: a rank killed (SIGKILL) in a loop of direct Broadcasts: every survivor gets
  *   weftRemoteError naming it (rank, pid, host) well before the timeout; a rank stopped
  *   (SIGSTOP): the others time out after WEFT_TIMEOUT_MS, naming it. */
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include "caps.h"
+#include "collcases.h"
 #include "collname.h"
 #include "forked.h"
 #include "harness.h"
@@ -298,6 +301,31 @@ Test(direct_order, eager_runs_ahead_as_far_as_its_queue) {
   cr_expect_eq(runRanks(1, 2, runAheadBody, NULL, 60), 0, "threads");
   unsetenv("WEFT_ALGO");
 }
+
+/* ---- Gather and Scatter: eager at the slot's edge, staged in many rounds ---- */
+
+/* Every root, in place and out, with the smallest chunk (16 KiB: a Scatter round carries
+ * 16 KiB / n of each block) and a 256-byte eager slot: counts on both sides of one slot (for
+ * a Scatter, of a slot holding n blocks) and over many rounds. */
+static void gatherScatterRounds(int procs, int threads) {
+  static const size_t counts[] = {1, 63, 64, 65, 1021, 16385, 70001};
+  static const weftDataType_t types[] = {weftInt8, weftInt32, weftFloat64};
+  setenv("WEFT_ALGO", "direct", 1);
+  setenv("WEFT_DIRECT_CHUNK_BYTES", "16384", 1);
+  setenv("WEFT_DIRECT_EAGER_BYTES", "256", 1);
+  for (int c = 0; c < 2; c++) {
+    struct collSweep sweep = {c == 0 ? weftCollGather : weftCollScatter, counts, 7, types, 3, 1};
+    collSweepPrepare(&sweep, procs * threads);
+    cr_expect_eq(runRanks(procs, threads, collSweepBody, &sweep, 120), 0, "%s, %d x %d ranks",
+                 weftCollName(sweep.coll), procs, threads);
+  }
+  unsetenv("WEFT_ALGO");
+  unsetenv("WEFT_DIRECT_CHUNK_BYTES");
+  unsetenv("WEFT_DIRECT_EAGER_BYTES");
+}
+
+Test(direct_order, gather_scatter_rounds_procs_3) { gatherScatterRounds(3, 1); }
+Test(direct_order, gather_scatter_rounds_threads_4) { gatherScatterRounds(1, 4); }
 
 /* ---- a killed or stopped rank in a loop of Broadcasts ---- */
 

@@ -3,7 +3,8 @@
  * of processes on emulated hosts (WEFT_HOSTID) so that hier, tcp between hosts and the
  * signature notes of lib/sigwatch.c run too; non-blocking init and collectives with their
  * own threads; weftCommAbort from another thread; a mismatch only the notes can see; a stuck
- * rank named through the chain of waits. Every scenario checks its results (exactly, as the
+ * rank named through the chain of waits; direct's eager and synchronous Broadcast and Reduce
+ * between threads. Every scenario checks its results (exactly, as the
  * suite does); any failure or sanitizer report fails the run.
  *   tsan_paths [NAME...]   (default: all; prints PASS/FAIL per scenario, exit 1 on a failure) */
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include "algo.h"
 #include "core.h"
 #include "forked.h"
+#include "collcases.h"
 #include "harness.h"
 
 #define TIMEOUT_S 300
@@ -48,6 +50,23 @@ static long threadsEveryAlgo(void) {
     if (a < weftAlgoCount()) setenv("WEFT_ALGO", weftAlgos[a]->name, 1);
     else unsetenv("WEFT_ALGO");
     f += runRanks(1, 4, collMatrixBody, (void *)&matrix, TIMEOUT_S);
+  }
+  unsetenv("WEFT_ALGO");
+  return f;
+}
+
+/* 4 threads, direct: Broadcast and Reduce eager (1 and 31 floats: a root runs ahead into its
+ * queue), synchronous (4099) and in place between threads (300007), every root. */
+static long threadsDirectRooted(void) {
+  static const size_t rootedCounts[] = {1, 31, 4099, 300007};
+  static const weftDataType_t rootedTypes[] = {weftInt32, weftFloat32};
+  long f = 0;
+  setenv("WEFT_ALGO", "direct", 1);
+  for (int c = 0; c < 2; c++) {
+    struct collSweep sweep = {c == 0 ? weftCollBroadcast : weftCollReduce, rootedCounts, 4,
+                              rootedTypes, 2, 1};
+    collSweepPrepare(&sweep, 4);
+    f += runRanks(1, 4, collSweepBody, &sweep, TIMEOUT_S);
   }
   unsetenv("WEFT_ALGO");
   return f;
@@ -224,7 +243,8 @@ static const struct {
   const char *name;
   long (*run)(void);
 } scenarios[] = {
-    {"threads_every_algo", threadsEveryAlgo}, {"hosts_hier", hostsHier},
+    {"threads_every_algo", threadsEveryAlgo}, {"threads_direct_rooted", threadsDirectRooted},
+    {"hosts_hier", hostsHier},
     {"hosts_ring", hostsRing},                {"hosts_tree", hostsTree},
     {"hosts_tuner", hostsTuner},              {"nonblocking", nonblocking},
     {"abort_direct", abortDirect},            {"abort_ring", abortRing},
