@@ -62,8 +62,8 @@ struct directCtrl {
  * checks the signature, takes the data and records in its own row of `taken` the operation
  * it took from that sender. A sender reuses a slot once its previous readers took it. */
 #define DIRECT_EAGER_DEPTH 32
-struct directEagerSlot {
-  _Alignas(64) _Atomic uint64_t seq; /* the operation whose data follows (0: none yet) */
+struct directEagerSlot { /* at a line's start; the data follows chain (direct_eager.c) */
+  _Atomic uint64_t seq;              /* the operation whose data follows (0: none yet) */
   uint64_t count, what;              /* its signature, as struct directSig */
   uint64_t chain;                    /* the sender's eager calls to this one, hashed */
 };

@@ -13,6 +13,7 @@
  * makes every call synchronous again, where a mismatch fails on every rank in that call.
  * Liveness as every direct wait: a reader whose sender died, a sender whose reader died before
  * taking its slot fails within DIRECT_LIVENESS_MS of noticing, and tells the others. */
+#include <stddef.h>
 #include <string.h>
 
 #include "check.h"
@@ -22,15 +23,22 @@
 
 static size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
+/* A slot's data follows its header in the same line: a call of up to 32 bytes moves one line
+ * from its sender to each reader, not two. */
+#define EAGER_HEADER_BYTES (offsetof(struct directEagerSlot, chain) + sizeof(uint64_t))
+_Static_assert(EAGER_HEADER_BYTES == 32, "an eager slot's header is half a line");
+
+static size_t slotBytesFor(size_t eagerBytes) { return roundUp(EAGER_HEADER_BYTES + eagerBytes, 64); }
+
 size_t weftDirectEagerBytes(int n, size_t eagerBytes) {
   if (eagerBytes == 0) return 0;
-  size_t slot = sizeof(struct directEagerSlot) + roundUp(eagerBytes, 64);
+  size_t slot = slotBytesFor(eagerBytes);
   size_t row = roundUp((size_t)n * sizeof(uint64_t), 64);
   return (size_t)n * row + (size_t)n * DIRECT_EAGER_DEPTH * slot;
 }
 
 void weftDirectEagerLayout(struct directState *s, char *at) {
-  s->slotBytes = sizeof(struct directEagerSlot) + roundUp(s->eagerBytes, 64);
+  s->slotBytes = slotBytesFor(s->eagerBytes);
   s->takenRowBytes = roundUp((size_t)s->n * sizeof(uint64_t), 64);
   s->eagerTaken = at;
   s->eagerSlots = at + (size_t)s->n * s->takenRowBytes;
@@ -42,7 +50,7 @@ static struct directEagerSlot *slotOf(struct directState *s, int sender, uint64_
   return (struct directEagerSlot *)(s->eagerSlots + i * s->slotBytes);
 }
 
-static char *dataOf(struct directEagerSlot *slot) { return (char *)(slot + 1); }
+static char *dataOf(struct directEagerSlot *slot) { return (char *)slot + EAGER_HEADER_BYTES; }
 
 /* The last operation `reader` took from `sender`. */
 static _Atomic uint64_t *takenOf(struct directState *s, int reader, int sender) {

@@ -99,6 +99,13 @@ struct weftComm {
   void *algoState[WEFT_MAX_ALGOS];
   char algoWhy[WEFT_MAX_ALGOS][192]; /* why an algorithm whose state is NULL cannot run */
   unsigned algoAllowed[weftNumColls]; /* per collective, bit a: WEFT_ALGO lets weftAlgos[a] run it */
+  /* per collective, the tuner's last choice and what it was for (lib/tune.c): costs are pure,
+   * so a call like the last one gets the same answer without costing every algorithm again */
+  struct weftTuneMemo {
+    size_t bytes;
+    int type, op, root, algo; /* algo -1: none yet */
+    unsigned runnable;        /* the algorithms with a state then */
+  } tuneMemo[weftNumColls];
 
   char lastError[1024];
 

@@ -41,6 +41,7 @@ weftResult_t weftTuneInit(struct weftComm *comm) {
   unsigned can = runnable(comm);
   for (int c = 0; c < weftNumColls; c++) {
     comm->algoAllowed[c] = spec.allowed[c];
+    comm->tuneMemo[c].algo = -1;
     if (!(spec.restricted & WEFT_COLL_BIT(c)) || (spec.allowed[c] & can) != 0) continue;
     char why[768];
     describeUnrunnable(comm, spec.allowed[c], why, sizeof why);
@@ -74,9 +75,18 @@ static void explain(struct weftComm *comm, const struct weftCollArgs *args, int 
        weftAlgos[best]->name, line);
 }
 
+/* Whether the memo holds the choice for a call like args (and the same algorithms running). */
+static int memoFits(const struct weftTuneMemo *m, const struct weftCollArgs *args, unsigned run) {
+  return m->algo >= 0 && m->bytes == args->bytes && m->type == (int)args->type &&
+         m->op == (int)args->op && m->root == args->root && m->runnable == run;
+}
+
 int weftTuneChoose(struct weftComm *comm, const struct weftCollArgs *args) {
   double cost[WEFT_MAX_ALGOS];
-  int best = -1;
+  int best = -1, explaining = weftLogLevel != 0 && weftLogEnabled(WEFT_LOG_INFO, WEFT_TUNE);
+  struct weftTuneMemo *memo = &comm->tuneMemo[args->coll];
+  unsigned run = runnable(comm);
+  if (!explaining && memoFits(memo, args, run)) return memo->algo;
   unsigned allowed = comm->algoAllowed[args->coll], bit = WEFT_COLL_BIT(args->coll);
   for (int a = 0; weftAlgos[a] != NULL; a++) {
     if (comm->algoState[a] == NULL || !(weftAlgos[a]->colls & bit) || !(allowed & (1u << a)))
@@ -84,8 +94,8 @@ int weftTuneChoose(struct weftComm *comm, const struct weftCollArgs *args) {
     cost[a] = weftAlgos[a]->cost(comm->algoState[a], comm, args);
     if (best < 0 || cost[a] < cost[best]) best = a;
   }
-  if (best >= 0 && weftLogLevel != 0 && weftLogEnabled(WEFT_LOG_INFO, WEFT_TUNE))
-    explain(comm, args, best, cost);
+  if (best >= 0 && explaining) explain(comm, args, best, cost);
+  *memo = (struct weftTuneMemo){args->bytes, (int)args->type, (int)args->op, args->root, best, run};
   return best;
 }
 
