@@ -14,10 +14,12 @@
  * Liveness as every direct wait: a reader whose sender died, a sender whose reader died before
  * taking its slot fails within DIRECT_LIVENESS_MS of noticing, and tells the others. */
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "check.h"
 #include "direct.h"
+#include "log.h"
 #include "prims.h"
 #include "reduce.h"
 
@@ -61,10 +63,23 @@ static uint64_t whatOf(const struct weftCollArgs *a) {
   return weftSigWhat(a->coll, a->root) << 16 | (uint64_t)a->type << 8 | (uint64_t)a->op;
 }
 
-/* A lasting eager wait failed with rc: an abort tells the others (every direct wait does). */
+/* A lasting eager wait failed with rc: an abort tells the others (every direct wait does); a
+ * timeout also names the ranks behind this one, as the rank it waited for may itself be
+ * waiting for them (a root whose queue is full waits for its slowest reader). */
 static weftResult_t eagerWaitFailed(struct weftComm *comm, struct directState *s, weftResult_t rc) {
   if (weftCommAborted(comm)) weftDirectPublishFail(s, FAIL_ABORTED, s->me);
-  return rc;
+  if (rc != weftTimeout) return rc;
+  char was[512], behind[512] = "";
+  snprintf(was, sizeof was, "%s", weftThreadLastError());
+  size_t o = 0;
+  for (int r = 0; r < s->n && o < sizeof behind; r++) {
+    uint64_t at = atomic_load_explicit(&s->ctrl[r].opSeq, memory_order_acquire);
+    if (r != s->me && (int64_t)(at - comm->opSeq) < 0)
+      o += (size_t)snprintf(behind + o, sizeof behind - o, "%srank %d (pid %d, at operation %llu)",
+                            o ? ", " : "", r, s->pids[r], (unsigned long long)at);
+  }
+  if (o == 0) return rc;
+  return weftSetError(rc, "%s; behind this rank: %s", was, behind);
 }
 
 /* ---- the sender's side ---- */
@@ -101,7 +116,7 @@ static weftResult_t slotFree(struct weftComm *comm, struct directState *s, unsig
     while (!weftDirectReached(s->knownTaken[r] = atomic_load_explicit(taken, memory_order_acquire), need)) {
       if (passed(s, r, need) && !weftDirectReached(atomic_load_explicit(taken, memory_order_acquire), need))
         return notTaken(s, i, r);
-      weftResult_t rc = weftWaitPause(&w, "waiting for a reader to take the eager data before", r);
+      weftResult_t rc = weftWaitPause(&w, "waiting for its eager data to be taken by", r);
       if (rc == weftSuccess && w.deadlineMs != 0)
         rc = weftDirectCheckPeer(comm, s, r, taken, need, (w.iter & 15) == 0);
       if (rc != weftSuccess) return eagerWaitFailed(comm, s, rc);

@@ -341,10 +341,11 @@ struct report {
 struct shared {
   struct report r[NRANKS];
   volatile int release;
+  size_t maxCount; /* floats per call at most */
 };
 
-/* Broadcasts from every root in turn, of 1 float to 64 K floats (one round and staged chunks of
- * 64 KiB), for up to 20 s. */
+/* Broadcasts from every root in turn, of 1 float to maxCount floats (64 K: one round and
+ * staged chunks of 64 KiB; 64: eager calls only), for up to 20 s. */
 static void broadcastLoop(void *arg, weftUniqueId id, int rank, int nranks) {
   struct shared *sh = arg;
   struct report *me = &sh->r[rank];
@@ -356,7 +357,7 @@ static void broadcastLoop(void *arg, weftUniqueId id, int rank, int nranks) {
     me->done = 1;
     _exit(1);
   }
-  size_t max = 65536;
+  size_t max = sh->maxCount;
   float *buf = malloc(max * sizeof *buf);
   for (size_t i = 0; i < max; i++) buf[i] = (float)rank;
   me->started = 1;
@@ -374,11 +375,12 @@ static void broadcastLoop(void *arg, weftUniqueId id, int rank, int nranks) {
   _exit(0);
 }
 
-static struct shared *startLoop(pid_t *pids, const char *timeoutMs) {
+static struct shared *startLoop(pid_t *pids, const char *timeoutMs, size_t maxCount) {
   setenv("WEFT_ALGO", "direct", 1);
   setenv("WEFT_TIMEOUT_MS", timeoutMs, 1);
   setenv("WEFT_DIRECT_CHUNK_BYTES", "65536", 1);
   struct shared *sh = forkedShared(sizeof *sh);
+  sh->maxCount = maxCount;
   forkedLaunch(NRANKS, broadcastLoop, sh, pids);
   unsetenv("WEFT_ALGO");
   unsetenv("WEFT_TIMEOUT_MS");
@@ -398,9 +400,9 @@ static void finishLoop(struct shared *sh, pid_t *pids, int victim, int timeoutMs
   forkedReap(pids, NRANKS, 5000);
 }
 
-Test(direct_faults, killed_rank_in_broadcasts) {
+static void killedRank(size_t maxCount) {
   pid_t pids[NRANKS];
-  struct shared *sh = startLoop(pids, "60000");
+  struct shared *sh = startLoop(pids, "60000", maxCount);
   srand((unsigned)getpid());
   int victim = rand() % NRANKS;
   usleep(20000 + (useconds_t)(rand() % 200) * 1000);
@@ -431,9 +433,15 @@ Test(direct_faults, killed_rank_in_broadcasts) {
   cr_expect_eq(left, 0, "%d weft segments left in /dev/shm:%s", left, names);
 }
 
-Test(direct_faults, stopped_rank_in_broadcasts) {
+Test(direct_faults, killed_rank_in_broadcasts) { killedRank(65536); }
+Test(direct_faults, killed_rank_in_eager_broadcasts) { killedRank(64); }
+
+/* A rank stopped in a loop of Broadcasts: every other rank times out naming it, whether it
+ * waited for it or for a rank that waits for it (eager calls: a root whose queue is full waits
+ * for its slowest reader, the others for that root). */
+static void stoppedRank(size_t maxCount) {
   pid_t pids[NRANKS];
-  struct shared *sh = startLoop(pids, "1500");
+  struct shared *sh = startLoop(pids, "1500", maxCount);
   int victim = NRANKS - 1;
   usleep(50000);
   int64_t stoppedAt = forkedNowMs();
@@ -452,3 +460,6 @@ Test(direct_faults, stopped_rank_in_broadcasts) {
   }
   munmap(sh, sizeof *sh);
 }
+
+Test(direct_faults, stopped_rank_in_broadcasts) { stoppedRank(65536); }
+Test(direct_faults, stopped_rank_in_eager_broadcasts) { stoppedRank(64); }
