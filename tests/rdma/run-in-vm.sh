@@ -24,17 +24,35 @@ run() { # name, binary, criterion args...
   grep -E '^\[(FAIL|SKIP)\]' "$LOGDIR/$name.log" | grep -v 'Test is disabled' | head -20
   # A failure's own words (the log stays in the VM's copy of the build only): assertion
   # messages, ranks' errors, UCX's and the harness's complaints.
-  [ $r = 0 ] || grep -E '^\[----\] .*(Assertion|:[0-9]+:)|^\[----\]   |^rank [0-9]+:|runRanks:|UCX  ERROR|failed|timed out' \
+  [ $r = 0 ] || grep -E '^\[----\] .*(Assertion|:[0-9]+:)|^\[----\]   |^rank [0-9]+:|runRanks:|UCX  ERROR|Caught signal|uct_tcp_iface_progress|failed|timed out' \
     "$LOGDIR/$name.log" | head -40 | sed "s/^/$name: /"
   echo "$name: $(grep Synthesis "$LOGDIR/$name.log" | tail -1 | sed 's/.*Synthesis: //') (exit $r, $((SECONDS - t0)) s)"
   [ $r = 0 ] || rc=1
 }
 # UCX over rxe: rc_verbs carries the data, tcp only UCX's wireup (its ud_verbs aborts on this
 # rxe, and rc_verbs alone cannot reach a peer); the run counts only if rxe0 sent packets.
+# UCX 1.13's tcp transport itself crashes now and then while ranks connect (SIGSEGV at
+# 0xfffffffffffffff8 in uct_tcp_iface_progress, the signature of its connection handling's
+# bug reported against UCX 1.10 in rapidsai/ucx-py#668; about 1 run in 3 to 8 here, more
+# under load; serialising every UCX call of weft's on one lock did not change it). A failed
+# run whose log shows that crash is said so and run once more; any other failure, or that
+# crash twice, fails.
+ucxCrashedInTcp() {
+  grep -q 'Caught signal 11 (Segmentation fault: address not mapped to object at address 0xfffffffffffffff8)' "$1" &&
+    grep -q 'uct_tcp_iface_progress' "$1"
+}
 ucxOverRxe() {
   local counter=/sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts before after
+  local filter='ucx/@(point_to_point_procs_3|every_collective_procs_3|nothing_left_after_destroy)'
+  local rcBefore=$rc
   before=$(cat "$counter" 2>/dev/null || echo 0)
-  UCX_TLS=rc_verbs,tcp,self run ucx_rxe "$BUILD/tests/transport/test_ucx" --filter 'ucx/@(point_to_point_procs_3|every_collective_procs_3|nothing_left_after_destroy)'
+  UCX_TLS=rc_verbs,tcp,self run ucx_rxe "$BUILD/tests/transport/test_ucx" --filter "$filter"
+  if [ "$rc" != "$rcBefore" ] && ucxCrashedInTcp "$LOGDIR/ucx_rxe.log"; then
+    echo "ucx_rxe: a rank died inside UCX's tcp transport (uct_tcp_iface_progress, UCX's own bug, above); once more"
+    mv "$LOGDIR/ucx_rxe.log" "$LOGDIR/ucx_rxe.first.log"
+    rc=$rcBefore
+    UCX_TLS=rc_verbs,tcp,self run ucx_rxe "$BUILD/tests/transport/test_ucx" --filter "$filter"
+  fi
   after=$(cat "$counter" 2>/dev/null || echo 0)
   echo "ucx_rxe: rxe0 sent $((after - before)) packets"
   if [ "$after" -le "$before" ]; then echo "ucx_rxe: FAIL: UCX moved nothing over rxe0"; rc=1; fi
