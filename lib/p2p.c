@@ -220,8 +220,8 @@ static weftResult_t moveAll(struct weftComm *comm, struct weftP2pOp *ops, int n,
 weftResult_t weftP2pRun(struct weftComm *comm, struct weftP2pOp *ops, int n) {
   if (n <= 0) return weftSuccess;
   WEFTCHECK(weftP2pConnect(comm, ops, n));
-  int few[8]; /* a SendRecv pair or a few: no malloc */
-  int *prev = n <= 8 ? few : malloc(sizeof(int) * (size_t)n);
+  int few[WEFT_P2P_INLINE_OPS]; /* a SendRecv pair or a few: no malloc */
+  int *prev = n <= WEFT_P2P_INLINE_OPS ? few : malloc(sizeof(int) * (size_t)n);
   if (prev == NULL) return weftSetError(weftSystemError, "out of memory");
   weftResult_t rc = prepare(comm, ops, n, prev);
   if (rc == weftSuccess) rc = moveAll(comm, ops, n, prev);

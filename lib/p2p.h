@@ -42,6 +42,9 @@ struct weftP2pOp {
  * every transfer as its link allows, round-robin, so no transfer waits behind another. A
  * send and a receive of this rank to itself are paired in order and copied. */
 weftResult_t weftP2pRun(struct weftComm *comm, struct weftP2pOp *ops, int n);
+/* A run of at most this many transfers allocates nothing (lib/group.c's groups of up to 8
+ * calls hand it at most that many). */
+#define WEFT_P2P_INLINE_OPS 8
 
 /* A call's misuse that no transfer needs to reveal (a send to this rank itself without its
  * receive): weftInvalidUsage, and the communicator stays usable. */
