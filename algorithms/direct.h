@@ -90,6 +90,8 @@ extern char weftDirectTsanSync; /* direct_sync.c */
 #define DIRECT_TSAN_ACQUIRE() ((void)0)
 #endif
 
+static inline size_t weftDirectMin(size_t a, size_t b) { return a < b ? a : b; }
+
 /* Whether a flag value has reached round seq (modulo 2^32: ranks are never 2^31 apart). */
 static inline int weftDirectReached(uint64_t flagValue, uint64_t seq) {
   return (int32_t)((uint32_t)flagValue - (uint32_t)seq) >= 0;

@@ -31,8 +31,6 @@
 #include "direct.h"
 #include "reduce.h"
 
-static size_t minSize(size_t a, size_t b) { return a < b ? a : b; }
-
 /* ---- Broadcast ---- */
 
 static weftResult_t broadcastStaged(struct weftComm *comm, struct directState *s,
@@ -40,7 +38,7 @@ static weftResult_t broadcastStaged(struct weftComm *comm, struct directState *s
   size_t ts = weftTypeSize(a->type), per = s->chunkBytes / ts;
   int isRoot = s->me == a->root;
   for (size_t first = 0; first < a->count; first += per) {
-    size_t bytes = minSize(per, a->count - first) * ts, off = first * ts;
+    size_t bytes = weftDirectMin(per, a->count - first) * ts, off = first * ts;
     uint64_t seq = ++s->seq;
     if (isRoot) memcpy(weftDirectStagingOf(s, s->me, seq), (const char *)a->sendbuff + off, bytes);
     WEFTCHECK(weftDirectArrive(comm, s, a, seq, first == 0));
@@ -112,7 +110,7 @@ static weftResult_t reduceSliceToRoot(struct directState *s, const struct weftCo
   int local = weftDirectIsLocal(s, a->root);
   uint64_t rootRecv = s->ctrl[a->root].recvAddr;
   for (size_t done = 0; done < len; done += piece) {
-    size_t count = minSize(piece, len - done), off = (first + done) * ts;
+    size_t count = weftDirectMin(piece, len - done), off = (first + done) * ts;
     for (int r = 0; r < s->n; r++) s->addrs[r] = s->ctrl[r].sendAddr + off;
     char *dst = local ? (char *)(uintptr_t)(rootRecv + off) : s->accum;
     WEFTCHECK(weftDirectReducePeers(s, a, s->addrs, count, dst));
@@ -140,7 +138,7 @@ weftResult_t weftDirectReduce(struct weftComm *comm, struct directState *s,
   if (weftDirectCollInPlace(s, comm, a)) return reduceInPlace(comm, s, a);
   size_t per = s->chunkBytes / weftTypeSize(a->type);
   for (size_t first = 0; first < a->count; first += per)
-    WEFTCHECK(reduceStagedChunk(comm, s, a, first, minSize(per, a->count - first)));
+    WEFTCHECK(reduceStagedChunk(comm, s, a, first, weftDirectMin(per, a->count - first)));
   return weftSuccess;
 }
 
@@ -155,7 +153,7 @@ static weftResult_t allGatherStaged(struct weftComm *comm, struct directState *s
                                     const struct weftCollArgs *a) {
   size_t ts = weftTypeSize(a->type), per = s->chunkBytes / ts;
   for (size_t first = 0; first < a->count; first += per) {
-    size_t bytes = minSize(per, a->count - first) * ts, off = first * ts;
+    size_t bytes = weftDirectMin(per, a->count - first) * ts, off = first * ts;
     uint64_t seq = ++s->seq;
     memcpy(weftDirectStagingOf(s, s->me, seq), (const char *)a->sendbuff + off, bytes);
     WEFTCHECK(weftDirectArrive(comm, s, a, seq, first == 0));
@@ -216,7 +214,7 @@ static weftResult_t reduceScatterInPlace(struct weftComm *comm, struct directSta
   for (size_t done = 0; done < a->count; done += piece) {
     size_t off = ((size_t)s->me * a->count + done) * ts;
     for (int r = 0; r < s->n; r++) s->addrs[r] = s->ctrl[r].sendAddr + off;
-    WEFTCHECK(weftDirectReducePeers(s, a, s->addrs, minSize(piece, a->count - done),
+    WEFTCHECK(weftDirectReducePeers(s, a, s->addrs, weftDirectMin(piece, a->count - done),
                                     (char *)a->recvbuff + done * ts));
   }
   weftDirectPost(s, FLAG_DONE, seq);
@@ -228,7 +226,7 @@ weftResult_t weftDirectReduceScatter(struct weftComm *comm, struct directState *
   if (weftDirectCollInPlace(s, comm, a)) return reduceScatterInPlace(comm, s, a);
   size_t per = scatterPiece(s, weftTypeSize(a->type));
   for (size_t first = 0; first < a->count; first += per)
-    WEFTCHECK(reduceScatterRound(comm, s, a, first, minSize(per, a->count - first)));
+    WEFTCHECK(reduceScatterRound(comm, s, a, first, weftDirectMin(per, a->count - first)));
   return weftSuccess;
 }
 
@@ -249,7 +247,7 @@ static double stagedCost(const struct directState *s, const struct weftComm *com
   double bw = stagedBytes(s, a) <= DIRECT_SMALL_BYTES ? 10e3 : 8e3; /* small ones are cached */
   switch (a->coll) {
     case weftCollBroadcast: /* the root fills one chunk ahead of the readers: they overlap */
-      return rounds(a->bytes, s->chunkBytes) * sync + (b + (double)minSize(a->bytes, s->chunkBytes)) / bw;
+      return rounds(a->bytes, s->chunkBytes) * sync + (b + (double)weftDirectMin(a->bytes, s->chunkBytes)) / bw;
     case weftCollReduce:
       if (a->bytes <= DIRECT_SMALL_BYTES) return sync + b * (1.0 + n) / bw;
       return rounds(a->bytes, s->chunkBytes) * 2 * sync + b * 3.0 / 8e3;

@@ -219,19 +219,40 @@ static void chain(struct directState *s, const struct weftCollArgs *a) {
   s->eagerChain = h ^ h >> 29;
 }
 
+/* Every other rank's slot of this call, its data in s->inputs (mine left as it is). */
+static weftResult_t receiveFromAll(struct weftComm *comm, struct directState *s,
+                                   const struct weftCollArgs *a) {
+  for (int r = 0; r < s->n; r++) {
+    struct directEagerSlot *slot;
+    if (r == s->me) continue;
+    WEFTCHECK(eagerReceive(comm, s, a, r, &slot));
+    s->inputs[r] = dataOf(slot);
+  }
+  return weftSuccess;
+}
+
+static void takenFromAll(struct directState *s, uint64_t seq) {
+  for (int r = 0; r < s->n; r++)
+    if (r != s->me) eagerTaken(s, r, seq);
+}
+
+/* A reader of the root's slot: its bytes from offset `at` of the slot's data. */
+static weftResult_t readRoot(struct weftComm *comm, struct directState *s,
+                             const struct weftCollArgs *a, size_t at) {
+  struct directEagerSlot *slot;
+  WEFTCHECK(eagerReceive(comm, s, a, a->root, &slot));
+  memcpy(a->recvbuff, dataOf(slot) + at, a->bytes);
+  eagerTaken(s, a->root, a->seq);
+  return weftSuccess;
+}
+
 weftResult_t weftDirectEagerBroadcast(struct weftComm *comm, struct directState *s,
                                       const struct weftCollArgs *a) {
   WEFTCHECK(weftDirectFailed(comm, s));
   chain(s, a);
-  if (s->me == a->root) {
-    WEFTCHECK(eagerSend(comm, s, a, a->sendbuff, a->bytes, -1));
-    if (a->recvbuff != a->sendbuff) memcpy(a->recvbuff, a->sendbuff, a->bytes);
-    return weftSuccess;
-  }
-  struct directEagerSlot *slot;
-  WEFTCHECK(eagerReceive(comm, s, a, a->root, &slot));
-  memcpy(a->recvbuff, dataOf(slot), a->bytes);
-  eagerTaken(s, a->root, a->seq);
+  if (s->me != a->root) return readRoot(comm, s, a, 0);
+  WEFTCHECK(eagerSend(comm, s, a, a->sendbuff, a->bytes, -1));
+  if (a->recvbuff != a->sendbuff) memcpy(a->recvbuff, a->sendbuff, a->bytes);
   return weftSuccess;
 }
 
@@ -241,19 +262,13 @@ weftResult_t weftDirectEagerReduce(struct weftComm *comm, struct directState *s,
   WEFTCHECK(weftDirectFailed(comm, s));
   chain(s, a);
   if (s->me != a->root) return eagerSend(comm, s, a, a->sendbuff, a->bytes, a->root);
-  for (int r = 0; r < s->n; r++) {
-    struct directEagerSlot *slot;
-    if (r == s->me) continue;
-    WEFTCHECK(eagerReceive(comm, s, a, r, &slot));
-    s->inputs[r] = dataOf(slot);
-  }
+  WEFTCHECK(receiveFromAll(comm, s, a));
   /* the reduction writes dst while it reads inputs[1..]: my input may only be dst as the first */
   const char *own = a->sendbuff;
   if (own == a->recvbuff && s->me != 0) own = memcpy(s->accum, a->sendbuff, a->bytes);
   s->inputs[s->me] = own;
   weftDirectReduceAll(a->recvbuff, s->inputs, s->n, a->count, a);
-  for (int r = 0; r < s->n; r++)
-    if (r != s->me) eagerTaken(s, r, a->seq);
+  takenFromAll(s, a->seq);
   return weftSuccess;
 }
 
@@ -263,16 +278,12 @@ weftResult_t weftDirectEagerGather(struct weftComm *comm, struct directState *s,
   WEFTCHECK(weftDirectFailed(comm, s));
   chain(s, a);
   if (s->me != a->root) return eagerSend(comm, s, a, a->sendbuff, a->bytes, a->root);
-  for (int r = 0; r < s->n; r++) {
-    struct directEagerSlot *slot;
-    if (r == s->me) continue;
-    WEFTCHECK(eagerReceive(comm, s, a, r, &slot));
-    memcpy((char *)a->recvbuff + (size_t)r * a->bytes, dataOf(slot), a->bytes);
-  }
+  WEFTCHECK(receiveFromAll(comm, s, a));
+  for (int r = 0; r < s->n; r++)
+    if (r != s->me) memcpy((char *)a->recvbuff + (size_t)r * a->bytes, s->inputs[r], a->bytes);
   char *own = (char *)a->recvbuff + (size_t)s->me * a->bytes;
   if (own != a->sendbuff) memcpy(own, a->sendbuff, a->bytes);
-  for (int r = 0; r < s->n; r++)
-    if (r != s->me) eagerTaken(s, r, a->seq);
+  takenFromAll(s, a->seq);
   return weftSuccess;
 }
 
@@ -281,16 +292,10 @@ weftResult_t weftDirectEagerScatter(struct weftComm *comm, struct directState *s
                                     const struct weftCollArgs *a) {
   WEFTCHECK(weftDirectFailed(comm, s));
   chain(s, a);
-  if (s->me == a->root) {
-    WEFTCHECK(eagerSend(comm, s, a, a->sendbuff, (size_t)s->n * a->bytes, -1));
-    const char *own = (const char *)a->sendbuff + (size_t)s->me * a->bytes;
-    if (own != a->recvbuff) memcpy(a->recvbuff, own, a->bytes);
-    return weftSuccess;
-  }
-  struct directEagerSlot *slot;
-  WEFTCHECK(eagerReceive(comm, s, a, a->root, &slot));
-  memcpy(a->recvbuff, dataOf(slot) + (size_t)s->me * a->bytes, a->bytes);
-  eagerTaken(s, a->root, a->seq);
+  if (s->me != a->root) return readRoot(comm, s, a, (size_t)s->me * a->bytes);
+  WEFTCHECK(eagerSend(comm, s, a, a->sendbuff, (size_t)s->n * a->bytes, -1));
+  const char *own = (const char *)a->sendbuff + (size_t)s->me * a->bytes;
+  if (own != a->recvbuff) memcpy(a->recvbuff, own, a->bytes);
   return weftSuccess;
 }
 

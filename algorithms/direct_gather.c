@@ -15,14 +15,12 @@
 #include "direct.h"
 #include "reduce.h"
 
-static size_t minSize(size_t a, size_t b) { return a < b ? a : b; }
-
 weftResult_t weftDirectGather(struct weftComm *comm, struct directState *s,
                               const struct weftCollArgs *a) {
   size_t ts = weftTypeSize(a->type), per = s->chunkBytes / ts;
   int isRoot = s->me == a->root;
   for (size_t first = 0; first < a->count; first += per) {
-    size_t bytes = minSize(per, a->count - first) * ts, off = first * ts;
+    size_t bytes = weftDirectMin(per, a->count - first) * ts, off = first * ts;
     uint64_t seq = ++s->seq;
     if (!isRoot) memcpy(weftDirectStagingOf(s, s->me, seq), (const char *)a->sendbuff + off, bytes);
     WEFTCHECK(weftDirectArrive(comm, s, a, seq, first == 0));
@@ -45,7 +43,7 @@ weftResult_t weftDirectScatter(struct weftComm *comm, struct directState *s,
   size_t ts = weftTypeSize(a->type), per = scatterPiece(s, ts), pieceBytes = per * ts;
   int isRoot = s->me == a->root;
   for (size_t first = 0; first < a->count; first += per) {
-    size_t bytes = minSize(per, a->count - first) * ts, off = first * ts;
+    size_t bytes = weftDirectMin(per, a->count - first) * ts, off = first * ts;
     uint64_t seq = ++s->seq;
     char *stage = weftDirectStagingOf(s, s->me, seq);
     for (int p = 0; p < s->n && isRoot; p++)
