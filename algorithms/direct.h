@@ -135,6 +135,12 @@ struct directState {
   uint64_t *knownTaken; /* [n]: what I last read of taken[r][me] */
 };
 
+/* Elements of each of the n parts one staged round carries (ReduceScatter's and Scatter's
+ * rounds): chunk / n bytes, 64-byte aligned. */
+static inline size_t weftDirectScatterPiece(const struct directState *s, size_t ts) {
+  return s->chunkBytes / (size_t)s->n / 64 * 64 / ts;
+}
+
 /* ---- direct_sync.c ---- */
 /* Raises this rank's flag to round seq (release: what it wrote before is visible). */
 void weftDirectPost(struct directState *s, int flag, uint64_t seq);

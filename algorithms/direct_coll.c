@@ -187,11 +187,6 @@ weftResult_t weftDirectAllGather(struct weftComm *comm, struct directState *s,
 
 /* ---- ReduceScatter ---- */
 
-/* Elements of each part one staged round carries: chunk / n bytes, 64-byte aligned. */
-static size_t scatterPiece(const struct directState *s, size_t ts) {
-  return s->chunkBytes / (size_t)s->n / 64 * 64 / ts;
-}
-
 static weftResult_t reduceScatterRound(struct weftComm *comm, struct directState *s,
                                        const struct weftCollArgs *a, size_t first, size_t count) {
   size_t ts = weftTypeSize(a->type), bytes = count * ts;
@@ -224,7 +219,7 @@ static weftResult_t reduceScatterInPlace(struct weftComm *comm, struct directSta
 weftResult_t weftDirectReduceScatter(struct weftComm *comm, struct directState *s,
                                      const struct weftCollArgs *a) {
   if (weftDirectCollInPlace(s, comm, a)) return reduceScatterInPlace(comm, s, a);
-  size_t per = scatterPiece(s, weftTypeSize(a->type));
+  size_t per = weftDirectScatterPiece(s, weftTypeSize(a->type));
   for (size_t first = 0; first < a->count; first += per)
     WEFTCHECK(reduceScatterRound(comm, s, a, first, weftDirectMin(per, a->count - first)));
   return weftSuccess;
@@ -253,7 +248,7 @@ static double stagedCost(const struct directState *s, const struct weftComm *com
       return rounds(a->bytes, s->chunkBytes) * 2 * sync + b * 3.0 / 8e3;
     case weftCollAllGather: return rounds(a->bytes, s->chunkBytes) * sync + b * (1.0 + n) / bw;
     default: /* ReduceScatter */
-      return rounds(a->bytes, scatterPiece(s, weftTypeSize(a->type)) * weftTypeSize(a->type)) * sync +
+      return rounds(a->bytes, weftDirectScatterPiece(s, weftTypeSize(a->type)) * weftTypeSize(a->type)) * sync +
              b * (2.0 * n + 1) / bw;
   }
 }

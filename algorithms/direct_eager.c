@@ -219,6 +219,15 @@ static void chain(struct directState *s, const struct weftCollArgs *a) {
   s->eagerChain = h ^ h >> 29;
 }
 
+/* Every eager call's start: a failure another rank published fails it (a rank that ran ahead
+ * learns of a mismatch here), and the call joins the eager hash. */
+static weftResult_t eagerBegin(struct weftComm *comm, struct directState *s,
+                               const struct weftCollArgs *a) {
+  WEFTCHECK(weftDirectFailed(comm, s));
+  chain(s, a);
+  return weftSuccess;
+}
+
 /* Every other rank's slot of this call, its data in s->inputs (mine left as it is). */
 static weftResult_t receiveFromAll(struct weftComm *comm, struct directState *s,
                                    const struct weftCollArgs *a) {
@@ -248,8 +257,7 @@ static weftResult_t readRoot(struct weftComm *comm, struct directState *s,
 
 weftResult_t weftDirectEagerBroadcast(struct weftComm *comm, struct directState *s,
                                       const struct weftCollArgs *a) {
-  WEFTCHECK(weftDirectFailed(comm, s));
-  chain(s, a);
+  WEFTCHECK(eagerBegin(comm, s, a));
   if (s->me != a->root) return readRoot(comm, s, a, 0);
   WEFTCHECK(eagerSend(comm, s, a, a->sendbuff, a->bytes, -1));
   if (a->recvbuff != a->sendbuff) memcpy(a->recvbuff, a->sendbuff, a->bytes);
@@ -259,8 +267,7 @@ weftResult_t weftDirectEagerBroadcast(struct weftComm *comm, struct directState 
 /* The root reduces every rank's slot with its own input, in rank order. */
 weftResult_t weftDirectEagerReduce(struct weftComm *comm, struct directState *s,
                                    const struct weftCollArgs *a) {
-  WEFTCHECK(weftDirectFailed(comm, s));
-  chain(s, a);
+  WEFTCHECK(eagerBegin(comm, s, a));
   if (s->me != a->root) return eagerSend(comm, s, a, a->sendbuff, a->bytes, a->root);
   WEFTCHECK(receiveFromAll(comm, s, a));
   /* the reduction writes dst while it reads inputs[1..]: my input may only be dst as the first */
@@ -275,8 +282,7 @@ weftResult_t weftDirectEagerReduce(struct weftComm *comm, struct directState *s,
 /* The root copies every rank's slot into its block. */
 weftResult_t weftDirectEagerGather(struct weftComm *comm, struct directState *s,
                                    const struct weftCollArgs *a) {
-  WEFTCHECK(weftDirectFailed(comm, s));
-  chain(s, a);
+  WEFTCHECK(eagerBegin(comm, s, a));
   if (s->me != a->root) return eagerSend(comm, s, a, a->sendbuff, a->bytes, a->root);
   WEFTCHECK(receiveFromAll(comm, s, a));
   for (int r = 0; r < s->n; r++)
@@ -290,8 +296,7 @@ weftResult_t weftDirectEagerGather(struct weftComm *comm, struct directState *s,
 /* The root puts its whole send buffer in one slot; each rank takes its block. */
 weftResult_t weftDirectEagerScatter(struct weftComm *comm, struct directState *s,
                                     const struct weftCollArgs *a) {
-  WEFTCHECK(weftDirectFailed(comm, s));
-  chain(s, a);
+  WEFTCHECK(eagerBegin(comm, s, a));
   if (s->me != a->root) return readRoot(comm, s, a, (size_t)s->me * a->bytes);
   WEFTCHECK(eagerSend(comm, s, a, a->sendbuff, (size_t)s->n * a->bytes, -1));
   const char *own = (const char *)a->sendbuff + (size_t)s->me * a->bytes;

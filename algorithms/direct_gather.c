@@ -33,14 +33,9 @@ weftResult_t weftDirectGather(struct weftComm *comm, struct directState *s,
   return weftSuccess;
 }
 
-/* Elements of each block one Scatter round carries: chunk / n bytes, 64-byte aligned. */
-static size_t scatterPiece(const struct directState *s, size_t ts) {
-  return s->chunkBytes / (size_t)s->n / 64 * 64 / ts;
-}
-
 weftResult_t weftDirectScatter(struct weftComm *comm, struct directState *s,
                                const struct weftCollArgs *a) {
-  size_t ts = weftTypeSize(a->type), per = scatterPiece(s, ts), pieceBytes = per * ts;
+  size_t ts = weftTypeSize(a->type), per = weftDirectScatterPiece(s, ts), pieceBytes = per * ts;
   int isRoot = s->me == a->root;
   for (size_t first = 0; first < a->count; first += per) {
     size_t bytes = weftDirectMin(per, a->count - first) * ts, off = first * ts;
@@ -61,7 +56,7 @@ weftResult_t weftDirectScatter(struct weftComm *comm, struct directState *s,
 double weftDirectGatherCost(const struct directState *s, const struct weftComm *comm,
                             const struct weftCollArgs *a) {
   size_t ts = weftTypeSize(a->type);
-  size_t per = a->coll == weftCollScatter ? scatterPiece(s, ts) * ts : s->chunkBytes;
+  size_t per = a->coll == weftCollScatter ? weftDirectScatterPiece(s, ts) * ts : s->chunkBytes;
   double rounds = (double)((a->bytes + per - 1) / per), b = (double)a->bytes;
   double bw = a->bytes * (size_t)s->n <= DIRECT_SMALL_BYTES ? 10e3 : 8e3; /* small ones are cached */
   return rounds * weftDirectSyncUs(comm, s->n) + b * (double)s->n / bw;
