@@ -154,7 +154,7 @@ rawTcp() {
 }
 human() { awk '{ b = $1; u = b >= 1048576 ? sprintf("%d MiB", b / 1048576) : b >= 1024 ? sprintf("%d KiB", b / 1024) : b " B"; $1 = u; print }' OFS='|'; }
 
-[ "$tablesOnly" = 1 ] || echo "<!-- bench/multihost.sh $mode: $(hostname), $(nproc) cpus, $(date -u '+%Y-%m-%d %H:%M'); $nh hosts x $k; shaping: $(cat "$WEFT_CLUSTER_DIR/shape"); $reps runs; raw outputs in $keep -->"
+[ "$tablesOnly" = 1 ] || echo "<!-- bench/multihost.sh $mode: $(hostname), $(nproc) cpus, $(date -u '+%Y-%m-%d %H:%M'); $nh hosts x $k; shaping: $(cat "$WEFT_CLUSTER_DIR/shape"); tcp congestion control: $(cat "$WEFT_CLUSTER_DIR/congctl"); $reps runs; raw outputs in $keep -->"
 if [ "$mode" = pair ]; then
   flags=(-b 64M -e 256M -f 2 -n 10 -w 2 -c 0)
   for ((r = 1; r <= reps; r++)); do

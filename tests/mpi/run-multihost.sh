@@ -230,7 +230,8 @@ fi
 
 # weft-sim against the cluster (its own, shaped on every link): the reduced validation set.
 # Medians of 5 interleaved runs: with 3, the ring at 512 KiB measured 0.85-1.00 of its
-# prediction in 6 CI runs (5183 us against 4388 once, the others 4395-4811), one outside 15%.
+# prediction in 6 CI runs (5183 us against 4388 once, the others 4395-4811), one outside 15%;
+# with 5, once 0.77, while the hosts ran this machine's bbr (now cubic: cluster.sh --congctl).
 if [ -n "$AGREEMENT" ]; then
   read -r shape rate <<<"$AGREEMENT"
   say "sim agreement: $shape at $rate, 512 KiB and 4 MiB (bench/sim-validate.sh -A 0.15)"
