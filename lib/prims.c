@@ -37,6 +37,7 @@ void weftPrimsInit(struct weftPrims *p, struct weftComm *comm, struct weftConn *
 static weftResult_t waitSendSlot(struct weftPrims *p, struct weftConn *c, void **slot) {
   struct weftWaiter w;
   weftWaitStart(&w, p->comm);
+  w.conn = c;
   for (;;) {
     WEFTCHECK(c->ops->sendSlot(c, slot));
     if (*slot != NULL) break;
@@ -133,6 +134,7 @@ static weftResult_t waitRecvSlot(struct weftPrims *p, struct weftConn *c, size_t
                                  const void **slot) {
   struct weftWaiter w;
   weftWaitStart(&w, p->comm);
+  w.conn = c;
   size_t bytes = 0;
   for (;;) {
     WEFTCHECK(c->ops->recvSlot(c, slot, &bytes));

@@ -12,6 +12,7 @@
  * the clock. */
 struct weftWaiter {
   struct weftComm *comm;
+  struct weftConn *conn; /* the one link waited on, whose transport may sleep for it; or NULL */
   uint32_t iter;
   uint32_t spin;    /* the spin phase of this wait */
   int64_t deadlineMs;
@@ -30,6 +31,7 @@ struct weftWaiter {
 
 static inline void weftWaitStart(struct weftWaiter *w, struct weftComm *comm) {
   w->comm = comm;
+  w->conn = NULL;
   w->iter = 0;
   w->spin = UINT32_MAX; /* set when the wait stops spinning */
   w->deadlineMs = 0;

@@ -328,4 +328,5 @@ const struct weftTransportOps weftTransportVerbs = {
     .close = weftVerbsClose,
     .finalize = verbsFinalize,
     .describe = verbsDescribe,
+    .block = weftVerbsBlock,
 };

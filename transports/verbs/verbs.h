@@ -88,6 +88,10 @@ struct verbsConn {
   int dir, peer;
   struct verbsShape shape;
   struct ibv_cq *cq;
+  /* Receiver: the CQ's completion channel, on which a sleeping wait blocks (weftVerbsBlock);
+   * completions taken (the wait's test that something came) and wakes by an event. */
+  struct ibv_comp_channel *cqChannel;
+  uint64_t completions, channelWakes;
   struct ibv_qp *qp[VERBS_MAX_QPS];
   uint32_t psn[VERBS_MAX_QPS];
   int sendsOut[VERBS_MAX_QPS]; /* signaled work requests not completed, per QP */
@@ -172,6 +176,10 @@ weftResult_t weftVerbsSendSlot(struct weftConn *c, void **slot);
 weftResult_t weftVerbsSendPost(struct weftConn *c, size_t bytes);
 weftResult_t weftVerbsRecvSlot(struct weftConn *c, const void **slot, size_t *bytes);
 weftResult_t weftVerbsRecvDone(struct weftConn *c);
+weftResult_t weftVerbsBlock(struct weftConn *c, long maxUs);
+/* Tests: how often a wait on the verbs link c woke by its completion channel (0 for other
+ * transports and senders). */
+__attribute__((visibility("hidden"))) uint64_t weftVerbsChannelWakes(const struct weftConn *c);
 /* Posts receive buffer idx of QP q. 0, or an errno. */
 int weftVerbsPostRecv(struct verbsConn *vc, int q, uint32_t idx);
 /* Takes every completion of the link's CQ (slot arrivals, sends done, control messages);

@@ -32,6 +32,7 @@ void weftVerbsFreeConn(struct verbsConn *vc) {
   for (int q = 0; q < VERBS_MAX_QPS; q++)
     if (vc->qp[q] != NULL) ibv_destroy_qp(vc->qp[q]);
   if (vc->cq != NULL) ibv_destroy_cq(vc->cq);
+  if (vc->cqChannel != NULL) ibv_destroy_comp_channel(vc->cqChannel); /* every event acked */
   if (vc->slotMr != NULL) ibv_dereg_mr(vc->slotMr);
   if (vc->ctrlMr != NULL) ibv_dereg_mr(vc->ctrlMr);
   if (vc->creditMr != NULL) ibv_dereg_mr(vc->creditMr);
@@ -83,7 +84,15 @@ static struct ibv_qp *createQp(struct verbsConn *vc, uint32_t inlineBytes) {
 static weftResult_t createQps(struct verbsConn *vc) {
   struct verbsState *s = vc->s;
   int cqe = (int)(vc->shape.nqps * (vc->shape.nslots + VERBS_EXTRA_SENDS + vc->nrecv) + 16);
-  if ((vc->cq = ibv_create_cq(s->ctx, cqe, NULL, NULL, 0)) == NULL)
+  /* A receiver's slots come with completions (WRITE WITH IMM): its waits can sleep on them. A
+   * sender's credits come as plain writes, which complete nothing on its side. */
+  if (vc->dir == WEFT_DIR_RECV) {
+    if ((vc->cqChannel = ibv_create_comp_channel(s->ctx)) == NULL)
+      return weftSetSysError(errno, "verbs: ibv_create_comp_channel on %s", s->dev);
+    if (fcntl(vc->cqChannel->fd, F_SETFL, fcntl(vc->cqChannel->fd, F_GETFL) | O_NONBLOCK) != 0)
+      return weftSetSysError(errno, "verbs: a non-blocking completion channel on %s", s->dev);
+  }
+  if ((vc->cq = ibv_create_cq(s->ctx, cqe, NULL, vc->cqChannel, 0)) == NULL)
     return weftSetSysError(errno, "verbs: ibv_create_cq (%d entries) on %s", cqe, s->dev);
   vc->maxInline = VERBS_INLINE_WANT;
   for (uint32_t q = 0; q < vc->shape.nqps; q++) {

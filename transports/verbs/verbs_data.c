@@ -1,12 +1,15 @@
 /* The verbs transport's data path: slots written with RDMA WRITE WITH IMM, credits written
  * back into the sender's credit word, CLOSE as a SEND, and the completions of all of it.
- * Nothing here waits: an op polls the link's CQ once, looks at what has arrived and returns
- * (NULL when nothing can move yet); lib/prims.c's waits spin, yield and sleep. */
+ * An op polls the link's CQ once, looks at what has arrived and returns (NULL when nothing
+ * can move yet); lib/prims.c's waits spin, yield and sleep, and sleep in weftVerbsBlock, the
+ * one call here that waits (on the CQ's completion channel, for at most what the wait asks). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "core.h"
@@ -123,6 +126,7 @@ static void takeCompletion(struct verbsConn *vc, const struct ibv_wc *wc) {
   int kind = VERBS_WR_KIND(wc->wr_id), q = VERBS_WR_QP(wc->wr_id);
   uint32_t idx = VERBS_WR_IDX(wc->wr_id);
   if (q < 0 || q >= VERBS_MAX_QPS) return;
+  vc->completions++;
   if (kind != VERBS_WR_RECV && vc->sendsOut[q] > 0) vc->sendsOut[q]--;
   if (kind == VERBS_WR_SLOT && idx < VERBS_MAX_SLOTS) vc->busy[idx] = 0;
   if (kind == VERBS_WR_KEEPALIVE) vc->keepaliveOut = 0;
@@ -289,4 +293,41 @@ weftResult_t weftVerbsRecvDone(struct weftConn *c) {
   vc->posted++;
   writeCredit(vc);
   return weftSuccess;
+}
+
+static void sleepOnClock(long us) {
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
+  nanosleep(&ts, NULL);
+}
+
+/* A wait's sleep (struct weftTransportOps.block). A receiver arms its CQ, takes what came
+ * before the arming (no event will tell of that), and sleeps on the completion channel: a
+ * slot's WRITE WITH IMM wakes it at once instead of at the end of its sleep. A sender sleeps
+ * on the clock, as its credits complete nothing on its side. Spurious wakes (a credit's or a
+ * keepalive's completion) only cost the wait one more look. */
+weftResult_t weftVerbsBlock(struct weftConn *c, long maxUs) {
+  struct verbsConn *vc = c->priv;
+  if (vc->cqChannel == NULL || vc->failed || ibv_req_notify_cq(vc->cq, 0) != 0) {
+    sleepOnClock(maxUs);
+    return weftSuccess;
+  }
+  uint64_t before = vc->completions;
+  weftVerbsPoll(vc);
+  if (vc->completions != before || vc->failed) return weftSuccess;
+  struct pollfd p = {.fd = vc->cqChannel->fd, .events = POLLIN};
+  struct timespec ts = {maxUs / 1000000, (maxUs % 1000000) * 1000L};
+  if (ppoll(&p, 1, &ts, NULL) == 1 && (p.revents & POLLIN)) {
+    struct ibv_cq *cq;
+    void *context;
+    if (ibv_get_cq_event(vc->cqChannel, &cq, &context) == 0) {
+      ibv_ack_cq_events(cq, 1); /* at once: ibv_destroy_cq waits for every event acked */
+      vc->channelWakes++;
+    }
+  }
+  return weftSuccess;
+}
+
+uint64_t weftVerbsChannelWakes(const struct weftConn *c) {
+  if (c->ops == NULL || strcmp(c->ops->name, "verbs") != 0 || c->priv == NULL) return 0;
+  return ((const struct verbsConn *)c->priv)->channelWakes;
 }
