@@ -256,7 +256,9 @@ static int eagerSig(const struct directState *s, const uint64_t sig[3]) {
 weftResult_t weftDirectWatch(void *state, struct weftComm *comm) {
   struct directState *s = state;
   uint64_t seq = comm->opSeq, mine[3], sig[3];
-  if (!weftDirectSigAt(s, s->me, seq, mine)) return weftSuccess; /* not in a collective (init) */
+  /* not in a collective: before the first (operation 0, whose history entry reads as written
+   * since the segment starts zeroed) or past the history */
+  if (seq == 0 || !weftDirectSigAt(s, s->me, seq, mine)) return weftSuccess;
   for (int r = 0; r < s->n; r++) {
     uint64_t at = atomic_load_explicit(&s->ctrl[r].opSeq, memory_order_acquire);
     if (r == s->me || (int64_t)(at - seq) < 0) continue; /* behind: it will compare with me */
