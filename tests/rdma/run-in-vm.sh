@@ -35,8 +35,10 @@ run() { # name, binary, criterion args...
 # 0xfffffffffffffff8 in uct_tcp_iface_progress, the signature of its connection handling's
 # bug reported against UCX 1.10 in rapidsai/ucx-py#668; about 1 run in 3 to 8 here, more
 # under load; serialising every UCX call of weft's on one lock did not change it). A failed
-# run whose log shows that crash is said so and run once more; any other failure, or that
-# crash twice, fails.
+# run whose log shows that crash is said so and run again, up to UCX_TRIES runs in all (2 were
+# not enough: one CI run of 2026-12-07 crashed so in both); any other failure, or that crash
+# in every run, fails.
+UCX_TRIES=4
 ucxCrashedInTcp() {
   grep -q 'Caught signal 11 (Segmentation fault: address not mapped to object at address 0xfffffffffffffff8)' "$1" &&
     grep -q 'uct_tcp_iface_progress' "$1"
@@ -46,13 +48,15 @@ ucxOverRxe() {
   local filter='ucx/@(point_to_point_procs_3|every_collective_procs_3|nothing_left_after_destroy)'
   local rcBefore=$rc
   before=$(cat "$counter" 2>/dev/null || echo 0)
+  local try=1
   UCX_TLS=rc_verbs,tcp,self run ucx_rxe "$BUILD/tests/transport/test_ucx" --filter "$filter"
-  if [ "$rc" != "$rcBefore" ] && ucxCrashedInTcp "$LOGDIR/ucx_rxe.log"; then
-    echo "ucx_rxe: a rank died inside UCX's tcp transport (uct_tcp_iface_progress, UCX's own bug, above); once more"
-    mv "$LOGDIR/ucx_rxe.log" "$LOGDIR/ucx_rxe.first.log"
+  while [ "$rc" != "$rcBefore" ] && [ $try -lt $UCX_TRIES ] && ucxCrashedInTcp "$LOGDIR/ucx_rxe.log"; do
+    echo "ucx_rxe: a rank died inside UCX's tcp transport (uct_tcp_iface_progress, UCX's own bug, above); again ($((try + 1)) of $UCX_TRIES)"
+    mv "$LOGDIR/ucx_rxe.log" "$LOGDIR/ucx_rxe.$try.log"
     rc=$rcBefore
+    try=$((try + 1))
     UCX_TLS=rc_verbs,tcp,self run ucx_rxe "$BUILD/tests/transport/test_ucx" --filter "$filter"
-  fi
+  done
   after=$(cat "$counter" 2>/dev/null || echo 0)
   echo "ucx_rxe: rxe0 sent $((after - before)) packets"
   if [ "$after" -le "$before" ]; then echo "ucx_rxe: FAIL: UCX moved nothing over rxe0"; rc=1; fi
@@ -63,7 +67,7 @@ case $CONFIG in
     export WEFT_TEST_TRANSPORT=verbs
     run conformance "$BUILD/tests/transport/test_transport"
     unset WEFT_TEST_TRANSPORT
-    run verbs_2 "$BUILD/tests/transport/test_verbs" --filter 'verbs/@(every_collective_procs_2|sleeping_receiver_wakes_by_completion|peer_transport_names_the_device|qps_per_connection_3|peer_killed_mid_collective|bad_values_refused|excluded_by_caret|nothing_left_after_destroy_and_abort)'
+    run verbs_2 "$BUILD/tests/transport/test_verbs" --filter 'verbs/@(every_collective_procs_2|sleeping_ranks_wake_by_completion|peer_transport_names_the_device|qps_per_connection_3|peer_killed_mid_collective|bad_values_refused|excluded_by_caret|nothing_left_after_destroy_and_abort)'
     # Last: it takes rank 0's interface down (and up again).
     run verbs_port_down "$BUILD/tests/transport/test_verbs" --filter 'verbs/port_down_fails_every_link'
     # hier on 2 ranks needs 2 (emulated) hosts: with the full sweep only (it takes minutes).
