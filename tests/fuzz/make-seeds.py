@@ -102,7 +102,7 @@ seeds = {
 }
 
 def verbs_blob(dir_, rank, nslots, nqps, gid):
-    b = be32(0x57494256) + be32(1) + be32(dir_) + be32(rank) + be64(131072) + be32(nslots) + be32(nqps)
+    b = be32(0x57494256) + be32(2) + be32(dir_) + be32(rank) + be64(131072) + be32(nslots) + be32(nqps)
     b += bytes(gid) + bytes([0, 1, 2, 3]) + be64(0x7f0000001000) + be32(0x1234) + be64(0x7f0000002000) + be32(0x5678)
     b += b"".join(be32(0x100 + q) for q in range(8)) + b"".join(be32(0x200 + q) for q in range(8))
     return b + bytes(140 - len(b))

@@ -8,7 +8,7 @@
  * ranks (one host; two emulated hosts of two, shm inside); several QPs per link; a peer
  * killed mid-collective gives weftRemoteError naming it; bad WEFT_IB_* values are refused;
  * WEFT_TRANSPORTS=^verbs leaves it out; nothing (descriptors, verbs objects) is left after
- * destroy or abort; a receiver that sleeps in its wait wakes by its completion channel. */
+ * destroy or abort; ranks that sleep in their waits wake by their completion channels. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <pthread.h>
@@ -275,18 +275,20 @@ static uint64_t channelWakes(const struct weftConn *c) {
 #endif
 }
 
-/* A receiver that sleeps at once (no spin, no yields) while its root keeps it waiting: its
- * waits sleep on the CQ's completion channel and wake by it, and every element is right. */
+/* Ranks that sleep at once in their waits (no spin, no yields), each kept waiting in turn: the
+ * receiver while its root holds back 100 ms before a Broadcast, the root while the receiver
+ * does (400 KB, past the link's slots, so the root waits for credits). Both links' waits
+ * sleep on their CQ's completion channel and wake by it, and every element is right. */
 static long sleeperBody(weftComm_t comm, int rank, int nranks, void *arg) {
   (void)nranks;
   (void)arg;
-  enum { COUNT = 5003, ROUNDS = 4 };
+  enum { COUNT = 100003, ROUNDS = 4 };
   int32_t *buf = malloc(COUNT * sizeof *buf);
   if (buf == NULL) return 1;
   long bad = 0;
   for (int r = 0; r < ROUNDS && bad == 0; r++) {
     for (int i = 0; i < COUNT; i++) buf[i] = rank == 0 ? i * 7 + r : -1;
-    if (rank == 0) usleep(100000); /* rank 1 is asleep in its wait meanwhile */
+    if (rank == r % 2) usleep(100000); /* the other one is asleep in its wait meanwhile */
     weftResult_t rc = weftBroadcast(buf, buf, COUNT, weftInt32, 0, comm, NULL);
     if (rc != weftSuccess) {
       fprintf(stderr, "rank %d: broadcast %d: %s\n", rank, r, weftGetLastError(comm));
@@ -299,17 +301,18 @@ static long sleeperBody(weftComm_t comm, int rank, int nranks, void *arg) {
         break;
       }
   }
-  uint64_t wakes = channelWakes(&comm->ring.recv);
-  if (rank == 1 && wakes == 0) {
-    fprintf(stderr, "rank 1: its waits never woke by the completion channel (link from rank 0: %s)\n",
-            comm->ring.recv.ops != NULL ? comm->ring.recv.ops->name : "none");
+  /* rank 0 sends to rank 1 and waits for its credits; rank 1 waits for rank 0's slots */
+  const struct weftConn *waited = rank == 0 ? &comm->ring.send : &comm->ring.recv;
+  if (channelWakes(waited) == 0) {
+    fprintf(stderr, "rank %d: its waits never woke by the completion channel (%s link: %s)\n", rank,
+            rank == 0 ? "sending" : "receiving", waited->ops != NULL ? waited->ops->name : "none");
     bad++;
   }
   free(buf);
   return bad;
 }
 
-Test(verbs, sleeping_receiver_wakes_by_completion) {
+Test(verbs, sleeping_ranks_wake_by_completion) {
   needVerbs();
   setenv("WEFT_TRANSPORTS", "verbs", 1);
   setenv("WEFT_ALGO", "broadcast:ring", 1);

@@ -34,8 +34,10 @@
 
 /* Wire constants; integers are big-endian. */
 #define VERBS_BLOB_MAGIC 0x57494256u /* "WIBV": a connection blob */
-#define VERBS_BLOB_VERSION 1
+#define VERBS_BLOB_VERSION 2 /* 2: credits as WRITE WITH IMM (a receive per credit) */
 #define VERBS_BLOB_BYTES 140
+/* The immediate of a credit's write (a slot's is its number, below VERBS_MAX_SLOTS). */
+#define VERBS_IMM_CREDIT 0xffffffffu
 
 /* A control message: type u32 | reason u32 | value u64 | note length u32 | note. CLOSE's
  * value is the closing sender's count of posted slots (0 from a receiver). */
@@ -88,10 +90,12 @@ struct verbsConn {
   int dir, peer;
   struct verbsShape shape;
   struct ibv_cq *cq;
-  /* Receiver: the CQ's completion channel, on which a sleeping wait blocks (weftVerbsBlock);
-   * completions taken (the wait's test that something came) and wakes by an event. */
+  /* The CQ's completion channel, on which a sleeping wait blocks (weftVerbsBlock); the
+   * completions taken (the wait's test that something came), the receives among them (the
+   * peer's writes: slots for a receiver, credits for a sender), and the wakes by an event
+   * that brought one of those. */
   struct ibv_comp_channel *cqChannel;
-  uint64_t completions, channelWakes;
+  uint64_t completions, arrivals, channelWakes;
   struct ibv_qp *qp[VERBS_MAX_QPS];
   uint32_t psn[VERBS_MAX_QPS];
   int sendsOut[VERBS_MAX_QPS]; /* signaled work requests not completed, per QP */
@@ -177,8 +181,8 @@ weftResult_t weftVerbsSendPost(struct weftConn *c, size_t bytes);
 weftResult_t weftVerbsRecvSlot(struct weftConn *c, const void **slot, size_t *bytes);
 weftResult_t weftVerbsRecvDone(struct weftConn *c);
 weftResult_t weftVerbsBlock(struct weftConn *c, long maxUs);
-/* Tests: how often a wait on the verbs link c woke by its completion channel (0 for other
- * transports and senders). */
+/* Tests: how often a wait on the verbs link c woke by its completion channel with the peer's
+ * write (a slot, or a credit) in hand (0 for other transports). */
 __attribute__((visibility("hidden"))) uint64_t weftVerbsChannelWakes(const struct weftConn *c);
 /* Posts receive buffer idx of QP q. 0, or an errno. */
 int weftVerbsPostRecv(struct verbsConn *vc, int q, uint32_t idx);

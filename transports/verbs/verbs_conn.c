@@ -84,14 +84,12 @@ static struct ibv_qp *createQp(struct verbsConn *vc, uint32_t inlineBytes) {
 static weftResult_t createQps(struct verbsConn *vc) {
   struct verbsState *s = vc->s;
   int cqe = (int)(vc->shape.nqps * (vc->shape.nslots + VERBS_EXTRA_SENDS + vc->nrecv) + 16);
-  /* A receiver's slots come with completions (WRITE WITH IMM): its waits can sleep on them. A
-   * sender's credits come as plain writes, which complete nothing on its side. */
-  if (vc->dir == WEFT_DIR_RECV) {
-    if ((vc->cqChannel = ibv_create_comp_channel(s->ctx)) == NULL)
-      return weftSetSysError(errno, "verbs: ibv_create_comp_channel on %s", s->dev);
-    if (fcntl(vc->cqChannel->fd, F_SETFL, fcntl(vc->cqChannel->fd, F_GETFL) | O_NONBLOCK) != 0)
-      return weftSetSysError(errno, "verbs: a non-blocking completion channel on %s", s->dev);
-  }
+  /* Slots and credits both come as WRITE WITH IMM, with a completion each: a waiting rank
+   * can sleep on the CQ's channel on either side of a link. */
+  if ((vc->cqChannel = ibv_create_comp_channel(s->ctx)) == NULL)
+    return weftSetSysError(errno, "verbs: ibv_create_comp_channel on %s", s->dev);
+  if (fcntl(vc->cqChannel->fd, F_SETFL, fcntl(vc->cqChannel->fd, F_GETFL) | O_NONBLOCK) != 0)
+    return weftSetSysError(errno, "verbs: a non-blocking completion channel on %s", s->dev);
   if ((vc->cq = ibv_create_cq(s->ctx, cqe, NULL, vc->cqChannel, 0)) == NULL)
     return weftSetSysError(errno, "verbs: ibv_create_cq (%d entries) on %s", cqe, s->dev);
   vc->maxInline = VERBS_INLINE_WANT;
@@ -123,7 +121,10 @@ weftResult_t weftVerbsSetup(void *state, int peer, int dir, struct weftConn *c, 
   vc->dir = dir;
   vc->peer = peer;
   vc->shape = s->shape;
-  vc->nrecv = (dir == WEFT_DIR_RECV ? (s->shape.nslots + s->shape.nqps - 1) / s->shape.nqps : 0) +
+  /* A receiver's slots spread over its QPs; a sender's credits all come on QP 0, at most one
+   * per slot between two of its polls (the receiver frees only slots the sender posted, and
+   * the sender posts no more than nslots past the credits it has seen). */
+  vc->nrecv = (dir == WEFT_DIR_RECV ? (s->shape.nslots + s->shape.nqps - 1) / s->shape.nqps : s->shape.nslots) +
               VERBS_EXTRA_RECVS;
   c->priv = vc; /* close() undoes what follows, whatever of it was done */
   c->peer = peer;

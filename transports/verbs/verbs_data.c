@@ -127,6 +127,7 @@ static void takeCompletion(struct verbsConn *vc, const struct ibv_wc *wc) {
   uint32_t idx = VERBS_WR_IDX(wc->wr_id);
   if (q < 0 || q >= VERBS_MAX_QPS) return;
   vc->completions++;
+  if (kind == VERBS_WR_RECV) vc->arrivals++;
   if (kind != VERBS_WR_RECV && vc->sendsOut[q] > 0) vc->sendsOut[q]--;
   if (kind == VERBS_WR_SLOT && idx < VERBS_MAX_SLOTS) vc->busy[idx] = 0;
   if (kind == VERBS_WR_KEEPALIVE) vc->keepaliveOut = 0;
@@ -140,9 +141,16 @@ static void takeCompletion(struct verbsConn *vc, const struct ibv_wc *wc) {
   }
   vc->lastActiveMs = weftNowMs();
   if (kind != VERBS_WR_RECV) return;
-  if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+  if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && vc->dir == WEFT_DIR_SEND) {
+    /* a credit: its count is in the credit word already, which sendSlot reads */
+    if (ntohl(wc->imm_data) != VERBS_IMM_CREDIT) {
+      weftVerbsFail(vc, weftRemoteError, "verbs: " VERBS_PEER_FMT " wrote immediate %u to a "
+                    "sender (only credits come this way)", VERBS_PEER_ARGS(vc), ntohl(wc->imm_data));
+      return;
+    }
+  } else if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
     uint32_t slot = ntohl(wc->imm_data);
-    if (vc->dir != WEFT_DIR_RECV || slot >= vc->shape.nslots || vc->arrived[slot]) {
+    if (slot >= vc->shape.nslots || vc->arrived[slot]) {
       weftVerbsFail(vc, weftRemoteError, "verbs: " VERBS_PEER_FMT " wrote slot %u out of turn",
                     VERBS_PEER_ARGS(vc), slot);
       return;
@@ -248,7 +256,8 @@ weftResult_t weftVerbsSendPost(struct weftConn *c, size_t bytes) {
 /* ---- Receiver ---- */
 
 /* Writes the freed count into the sender's credit word (inline where the QP allows, so a
- * later count cannot change the bytes in flight); owed until the send queue has room. */
+ * later count cannot change the bytes in flight), with an immediate so that the sender gets
+ * a completion to wake by; owed until the send queue has room. */
 static void writeCredit(struct verbsConn *vc) {
   if (vc->creditSent >= vc->posted || vc->failed || !sendRoom(vc, 0, 2)) return;
   uint64_t value = vc->posted;
@@ -258,8 +267,9 @@ static void writeCredit(struct verbsConn *vc) {
   struct ibv_send_wr wr = {.wr_id = VERBS_WR_ID(VERBS_WR_CREDIT, 0, 0),
                            .sg_list = &sge,
                            .num_sge = 1,
-                           .opcode = IBV_WR_RDMA_WRITE,
+                           .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
                            .send_flags = vc->maxInline >= sizeof value ? IBV_SEND_INLINE : 0,
+                           .imm_data = htonl(VERBS_IMM_CREDIT),
                            .wr.rdma = {.remote_addr = vc->remoteAddr, .rkey = vc->rkey}};
   if (postSend(vc, 0, &wr, "a credit's write") == 0) vc->creditSent = value;
 }
@@ -300,11 +310,11 @@ static void sleepOnClock(long us) {
   nanosleep(&ts, NULL);
 }
 
-/* A wait's sleep (struct weftTransportOps.block). A receiver arms its CQ, takes what came
+/* A wait's sleep (struct weftTransportOps.block). The link arms its CQ, takes what came
  * before the arming (no event will tell of that), and sleeps on the completion channel: a
- * slot's WRITE WITH IMM wakes it at once instead of at the end of its sleep. A sender sleeps
- * on the clock, as its credits complete nothing on its side. Spurious wakes (a credit's or a
- * keepalive's completion) only cost the wait one more look. */
+ * slot's WRITE WITH IMM wakes a receiver, a credit's a sender, at once instead of at the end
+ * of its sleep. Spurious wakes (its own writes' completions) only cost the wait one more
+ * look. */
 weftResult_t weftVerbsBlock(struct weftConn *c, long maxUs) {
   struct verbsConn *vc = c->priv;
   if (vc->cqChannel == NULL || vc->failed || ibv_req_notify_cq(vc->cq, 0) != 0) {
@@ -321,7 +331,9 @@ weftResult_t weftVerbsBlock(struct weftConn *c, long maxUs) {
     void *context;
     if (ibv_get_cq_event(vc->cqChannel, &cq, &context) == 0) {
       ibv_ack_cq_events(cq, 1); /* at once: ibv_destroy_cq waits for every event acked */
-      vc->channelWakes++;
+      uint64_t arrived = vc->arrivals;
+      weftVerbsPoll(vc);
+      if (vc->arrivals != arrived) vc->channelWakes++; /* not only its own writes' completions */
     }
   }
   return weftSuccess;
