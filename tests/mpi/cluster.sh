@@ -15,8 +15,8 @@
 #       --congctl: the TCP congestion control of the hosts' subnet route (default cubic, Linux's
 #       own default; "system": the machine's, which a namespace inherits). Not the machine's by
 #       default: this one runs bbr, and under bbr a tbf-shaped 1gbit link stalled 2-rank ring
-#       AllReduces of 512 KiB for ~12 ms in episodes (4.4 ms calls at 16-18 ms; in 7 of 18 runs
-#       of 100 calls against none under cubic, 2026-12-07), which no link model predicts.
+#       AllReduces of 512 KiB for ~12 ms in episodes (4.4 ms calls at 17-21 ms in 5 of 18 runs
+#       of 100 calls, none past 11.6 ms under cubic, 2026-12-07), which no link model predicts.
 #       NAME (default wft<owner pid>): a letter then up to 9 letters/digits. The cluster belongs
 #       to --owner (default: the calling process); once the owner is gone it is stale.
 #   cluster.sh down [--prefix NAME]      removes exactly what "up" made for NAME (killing what
