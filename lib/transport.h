@@ -111,10 +111,11 @@ struct weftTransportOps {
    * address, the RDMA device and port, ...), into buf (len > 0 bytes, NUL-terminated). May be
    * NULL (nothing more to say than the transport's name). Never blocks. */
   void (*describe)(void *state, int peer, char *buf, size_t len);
-  /* The sleep of a wait on c (lib/wait.c, once it has spun and yielded): returns after at most
-   * maxUs, earlier when something may have come on c, so a sleeping rank wakes when its data
-   * arrives rather than when its clock runs out. May be NULL (the wait sleeps on the clock). */
-  weftResult_t (*block)(struct weftConn *c, long maxUs);
+  /* The sleep of a wait on c (lib/wait.c, once it has spun and yielded): 1 after waiting at
+   * most maxUs, earlier when something may have come on c, so a sleeping rank wakes when its
+   * data arrives rather than when its clock runs out; 0 at once where it cannot wait on c (the
+   * wait then sleeps on the clock). May be NULL (always the clock). */
+  int (*block)(struct weftConn *c, long maxUs);
 };
 
 /* What a peer prints before the cause a closing side handed it (closeCause); room for a cause

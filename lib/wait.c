@@ -155,8 +155,8 @@ weftResult_t weftWaitPause(struct weftWaiter *w, const char *what, int peer) {
   } else {
     long us = sleepStepUs(i - spin - yields);
     w->pauseNs = us * 1000L;
-    if (w->conn != NULL && w->conn->ops->block != NULL) WEFTCHECK(w->conn->ops->block(w->conn, us));
-    else sleepMicros(us);
+    if (w->conn == NULL || w->conn->ops->block == NULL || !w->conn->ops->block(w->conn, us))
+      sleepMicros(us);
   }
   if (weftCommAborted(comm)) return weftAbortedError(comm);
   int64_t now = weftNowMs();

@@ -180,7 +180,7 @@ weftResult_t weftVerbsSendSlot(struct weftConn *c, void **slot);
 weftResult_t weftVerbsSendPost(struct weftConn *c, size_t bytes);
 weftResult_t weftVerbsRecvSlot(struct weftConn *c, const void **slot, size_t *bytes);
 weftResult_t weftVerbsRecvDone(struct weftConn *c);
-weftResult_t weftVerbsBlock(struct weftConn *c, long maxUs);
+int weftVerbsBlock(struct weftConn *c, long maxUs);
 /* Tests: how often a wait on the verbs link c woke by its completion channel with the peer's
  * write (a slot, or a credit) in hand (0 for other transports). */
 __attribute__((visibility("hidden"))) uint64_t weftVerbsChannelWakes(const struct weftConn *c);

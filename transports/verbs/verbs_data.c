@@ -305,25 +305,17 @@ weftResult_t weftVerbsRecvDone(struct weftConn *c) {
   return weftSuccess;
 }
 
-static void sleepOnClock(long us) {
-  struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
-  nanosleep(&ts, NULL);
-}
-
 /* A wait's sleep (struct weftTransportOps.block). The link arms its CQ, takes what came
  * before the arming (no event will tell of that), and sleeps on the completion channel: a
  * slot's WRITE WITH IMM wakes a receiver, a credit's a sender, at once instead of at the end
  * of its sleep. Spurious wakes (its own writes' completions) only cost the wait one more
- * look. */
-weftResult_t weftVerbsBlock(struct weftConn *c, long maxUs) {
+ * look. A link that cannot be armed (failed, no channel) leaves the sleep to the wait. */
+int weftVerbsBlock(struct weftConn *c, long maxUs) {
   struct verbsConn *vc = c->priv;
-  if (vc->cqChannel == NULL || vc->failed || ibv_req_notify_cq(vc->cq, 0) != 0) {
-    sleepOnClock(maxUs);
-    return weftSuccess;
-  }
+  if (vc->cqChannel == NULL || vc->failed || ibv_req_notify_cq(vc->cq, 0) != 0) return 0;
   uint64_t before = vc->completions;
   weftVerbsPoll(vc);
-  if (vc->completions != before || vc->failed) return weftSuccess;
+  if (vc->completions != before || vc->failed) return 1;
   struct pollfd p = {.fd = vc->cqChannel->fd, .events = POLLIN};
   struct timespec ts = {maxUs / 1000000, (maxUs % 1000000) * 1000L};
   if (ppoll(&p, 1, &ts, NULL) == 1 && (p.revents & POLLIN)) {
@@ -336,7 +328,7 @@ weftResult_t weftVerbsBlock(struct weftConn *c, long maxUs) {
       if (vc->arrivals != arrived) vc->channelWakes++; /* not only its own writes' completions */
     }
   }
-  return weftSuccess;
+  return 1;
 }
 
 uint64_t weftVerbsChannelWakes(const struct weftConn *c) {
