@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "copy.h"
 #include "direct.h"
 #include "reduce.h"
 
@@ -47,7 +48,7 @@ static weftResult_t stagedChunk(struct weftComm *comm, struct directState *s,
   }
   weftDirectPost(s, FLAG_REDUCED, seq);
   WEFTCHECK(weftDirectWaitAll(comm, s, FLAG_REDUCED, seq));
-  memcpy((char *)a->recvbuff + first * ts, result, count * ts);
+  weftCopyOut((char *)a->recvbuff + first * ts, result, count * ts, comm->opStreamsOut);
   return weftSuccess;
 }
 

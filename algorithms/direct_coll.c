@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "copy.h"
 #include "direct.h"
 #include "reduce.h"
 
@@ -42,9 +43,9 @@ static weftResult_t broadcastStaged(struct weftComm *comm, struct directState *s
     uint64_t seq = ++s->seq;
     if (isRoot) memcpy(weftDirectStagingOf(s, s->me, seq), (const char *)a->sendbuff + off, bytes);
     WEFTCHECK(weftDirectArrive(comm, s, a, seq, first == 0));
-    if (!isRoot) memcpy((char *)a->recvbuff + off, weftDirectStagingOf(s, a->root, seq), bytes);
+    if (!isRoot) weftCopyOut((char *)a->recvbuff + off, weftDirectStagingOf(s, a->root, seq), bytes, comm->opStreamsOut);
   }
-  if (isRoot && a->recvbuff != a->sendbuff) memcpy(a->recvbuff, a->sendbuff, a->bytes);
+  if (isRoot && a->recvbuff != a->sendbuff) weftCopyOut(a->recvbuff, a->sendbuff, a->bytes, comm->opStreamsOut);
   return weftSuccess;
 }
 
@@ -144,9 +145,9 @@ weftResult_t weftDirectReduce(struct weftComm *comm, struct directState *s,
 
 /* ---- AllGather ---- */
 
-static void copyOwnPart(struct directState *s, const struct weftCollArgs *a) {
+static void copyOwnPart(const struct weftComm *comm, struct directState *s, const struct weftCollArgs *a) {
   char *own = (char *)a->recvbuff + (size_t)s->me * a->bytes;
-  if (own != a->sendbuff) memcpy(own, a->sendbuff, a->bytes);
+  if (own != a->sendbuff) weftCopyOut(own, a->sendbuff, a->bytes, comm->opStreamsOut);
 }
 
 static weftResult_t allGatherStaged(struct weftComm *comm, struct directState *s,
@@ -159,9 +160,10 @@ static weftResult_t allGatherStaged(struct weftComm *comm, struct directState *s
     WEFTCHECK(weftDirectArrive(comm, s, a, seq, first == 0));
     for (int r = 0; r < s->n; r++)
       if (r != s->me)
-        memcpy((char *)a->recvbuff + (size_t)r * a->bytes + off, weftDirectStagingOf(s, r, seq), bytes);
+        weftCopyOut((char *)a->recvbuff + (size_t)r * a->bytes + off, weftDirectStagingOf(s, r, seq),
+                    bytes, comm->opStreamsOut);
   }
-  copyOwnPart(s, a);
+  copyOwnPart(comm, s, a);
   return weftSuccess;
 }
 
@@ -174,7 +176,7 @@ static weftResult_t allGatherInPlace(struct weftComm *comm, struct directState *
     if (r != s->me)
       WEFTCHECK(weftDirectPeerRead(s, r, (char *)a->recvbuff + (size_t)r * a->bytes,
                                    s->ctrl[r].sendAddr, a->bytes));
-  copyOwnPart(s, a);
+  copyOwnPart(comm, s, a);
   weftDirectPost(s, FLAG_DONE, seq);
   return weftDirectWaitAll(comm, s, FLAG_DONE, seq);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "copy.h"
 #include "direct.h"
 #include "reduce.h"
 
@@ -26,10 +27,11 @@ weftResult_t weftDirectGather(struct weftComm *comm, struct directState *s,
     WEFTCHECK(weftDirectArrive(comm, s, a, seq, first == 0));
     for (int r = 0; r < s->n && isRoot; r++)
       if (r != s->me)
-        memcpy((char *)a->recvbuff + (size_t)r * a->bytes + off, weftDirectStagingOf(s, r, seq), bytes);
+        weftCopyOut((char *)a->recvbuff + (size_t)r * a->bytes + off, weftDirectStagingOf(s, r, seq),
+                    bytes, comm->opStreamsOut);
   }
   char *own = (char *)a->recvbuff + (size_t)s->me * a->bytes;
-  if (isRoot && own != a->sendbuff) memcpy(own, a->sendbuff, a->bytes);
+  if (isRoot && own != a->sendbuff) weftCopyOut(own, a->sendbuff, a->bytes, comm->opStreamsOut);
   return weftSuccess;
 }
 
@@ -46,10 +48,11 @@ weftResult_t weftDirectScatter(struct weftComm *comm, struct directState *s,
         memcpy(stage + (size_t)p * pieceBytes, (const char *)a->sendbuff + (size_t)p * a->bytes + off, bytes);
     WEFTCHECK(weftDirectArrive(comm, s, a, seq, first == 0));
     if (!isRoot)
-      memcpy((char *)a->recvbuff + off, weftDirectStagingOf(s, a->root, seq) + (size_t)s->me * pieceBytes, bytes);
+      weftCopyOut((char *)a->recvbuff + off, weftDirectStagingOf(s, a->root, seq) + (size_t)s->me * pieceBytes,
+                  bytes, comm->opStreamsOut);
   }
   const char *own = (const char *)a->sendbuff + (size_t)s->me * a->bytes;
-  if (isRoot && own != a->recvbuff) memcpy(a->recvbuff, own, a->bytes);
+  if (isRoot && own != a->recvbuff) weftCopyOut(a->recvbuff, own, a->bytes, comm->opStreamsOut);
   return weftSuccess;
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "copy.h"
 #include "hier.h"
 #include "reduce.h"
 #include "ring.h"
@@ -91,7 +92,7 @@ weftResult_t weftHierAllGather(struct hierState *s, struct weftComm *comm,
   const struct hierLayout *L = &s->L;
   int k = L->hostOf[comm->rank], li = L->localIndex[comm->rank];
   char *own = (char *)a->recvbuff + (size_t)comm->rank * a->bytes;
-  if (own != a->sendbuff) memcpy(own, a->sendbuff, a->bytes);
+  if (own != a->sendbuff) weftCopyOut(own, a->sendbuff, a->bytes, comm->opStreamsOut);
   if (L->size[k] > 1) {
     struct weftPrims p;
     struct weftConn *send = &s->local.send, *recv = &s->local.recv;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "copy.h"
 #include "core.h"
 #include "param.h"
 #include "prims.h"
@@ -261,7 +262,7 @@ static void ringPrims(struct weftPrims *p, struct weftComm *comm, struct weftRin
 static weftResult_t ringBroadcast(struct weftComm *comm, struct weftRing *ring,
                                   const struct weftCollArgs *a) {
   int n = ring->n, hop = (ring->index - positionOf(ring, a->root) + n) % n;
-  if (hop == 0 && a->recvbuff != a->sendbuff) memcpy(a->recvbuff, a->sendbuff, a->bytes);
+  if (hop == 0 && a->recvbuff != a->sendbuff) weftCopyOut(a->recvbuff, a->sendbuff, a->bytes, comm->opStreamsOut);
   if (n == 1) return weftSuccess;
   struct weftPrims p;
   ringPrims(&p, comm, ring, a);
@@ -299,7 +300,7 @@ static weftResult_t ringReduce(struct weftComm *comm, struct weftRing *ring,
 static weftResult_t ringAllGather(struct weftComm *comm, struct weftRing *ring,
                                   const struct weftCollArgs *a) {
   char *recv = a->recvbuff, *own = recv + (size_t)comm->rank * a->bytes;
-  if (own != a->sendbuff) memcpy(own, a->sendbuff, a->bytes);
+  if (own != a->sendbuff) weftCopyOut(own, a->sendbuff, a->bytes, comm->opStreamsOut);
   if (ring->n == 1) return weftSuccess;
   struct weftPrims p;
   ringPrims(&p, comm, ring, a);

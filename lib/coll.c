@@ -9,6 +9,7 @@
 #include "check.h"
 #include "collname.h"
 #include "commfail.h"
+#include "copy.h"
 #include "devcoll.h"
 #include "core.h"
 #include "errors.h"
@@ -95,7 +96,10 @@ weftResult_t weftCollRunAlgo(struct weftComm *comm, struct weftCollArgs args) {
   for (int a = 0; weftAlgos[a] != NULL; a++)
     if (weftAlgos[a]->begin != NULL && comm->algoState[a] != NULL)
       weftAlgos[a]->begin(comm->algoState[a], &args);
+  struct weftCallBuffers bufs = weftCallBuffersOf(&args, comm->rank, comm->nranks);
+  comm->opStreamsOut = bufs.needRecv && weftCopyShouldStream(bufs.recvBytes, comm->nLocalRanks);
   rc = weftAlgos[algo]->run(comm->algoState[algo], comm, &args);
+  comm->opStreamsOut = 0;
   e->endUs = rc == weftSuccess ? -1 : nowUs();
   e->rc = rc;
   if (rc != weftSuccess) {

@@ -85,6 +85,9 @@ struct weftComm {
   uint64_t opSeq; /* collectives started on this communicator */
   uint64_t opSig[3]; /* the running collective's signature: opSeq; count << 16 | type << 8 | op;
                         weftSigWhat(collective, root) */
+  /* The running collective's results outgrow the cache: its copies into user buffers stream
+   * (lib/copy.h). Set by lib/coll.c for the call's length, read by prims, p2p and algorithms. */
+  int opStreamsOut;
   int64_t lastWatchMs; /* when a wait last called the algorithms' watch() */
   /* What a wait that has lasted calls (weftWaitPause, at most every WEFT_WATCH_MS): every
    * algorithm's watch() (lib/comm.c sets it), which the waits below the algorithms cannot

@@ -36,6 +36,7 @@ struct weftP2pOp {
   size_t bytes, moved;
   uint64_t trailer[3];
   int started, finished;
+  int streamOut; /* copies to itself stream past the cache (lib/copy.h): set by the engine */
 };
 
 /* Runs ops[0..n) to their end: connects the links they need that are not up yet, then moves

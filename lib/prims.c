@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "copy.h"
 #include "errors.h"
 #include "reduce.h"
 
@@ -17,6 +18,7 @@ void weftPrimsInitMulti(struct weftPrims *p, struct weftComm *comm, struct weftC
   p->op = op;
   p->divisor = divisor;
   p->typeSize = weftTypeSize(type);
+  p->streamOut = comm->opStreamsOut;
   size_t slotBytes = SIZE_MAX;
   for (int i = 0; i < nsend; i++) {
     p->send[p->nsend++] = sends[i];
@@ -193,7 +195,7 @@ static weftResult_t stepPiece(struct weftPrims *p, enum stepKind kind, const cha
   switch (kind) {
     case STEP_SEND: first = src; break;
     case STEP_RECV:
-      if (bytes > 0) memcpy(dst, in[0], bytes);
+      weftCopyOut(dst, in[0], bytes, p->streamOut);
       break;
     case STEP_RRS:
       reduceInputs(p, out[0], src, in, n, 0);
@@ -205,7 +207,7 @@ static weftResult_t stepPiece(struct weftPrims *p, enum stepKind kind, const cha
       first = dst;
       break;
     case STEP_RCS:
-      if (dst != NULL) memcpy(dst, in[0], bytes);
+      if (dst != NULL) weftCopyOut(dst, in[0], bytes, p->streamOut);
       first = in[0];
       break;
   }

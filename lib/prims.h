@@ -83,6 +83,7 @@ struct weftPrims {
   int divisor;
   size_t typeSize;
   size_t pieceCount; /* elements in one slot */
+  int streamOut;     /* copies out of slots stream past the cache (lib/copy.h) */
 };
 
 /* One send and one receive connection (either may be NULL); final steps divide by nranks. */

@@ -80,6 +80,18 @@ EVERY_TYPE_TEST(procs_4, 4, 1)
 EVERY_TYPE_TEST(procs_8, 8, 1)
 EVERY_TYPE_TEST(mixed_2x2, 2, 2)
 
+/* WEFT_NT_COPY_BYTES=1: every copy into recvbuff that a large AllReduce streams past the cache
+ * (lib/copy.h) streams at every count, type and op (the large suite below streams at the
+ * default threshold). */
+static void streamingMatrix(int procs, int threads) {
+  setenv("WEFT_NT_COPY_BYTES", "1", 1);
+  runMatrix(procs, threads, &everyTypeAndOp);
+  unsetenv("WEFT_NT_COPY_BYTES");
+}
+
+Test(every_type_op, streaming_threads_3) { streamingMatrix(1, 3); }
+Test(every_type_op, streaming_procs_3) { streamingMatrix(3, 1); }
+
 /* 5, 6 and 7 ranks and a 3 x 2 mix, on a subset that keeps what differs with the rank count
  * (chunks that do not divide evenly, tree shapes, slices of the direct algorithm): one type of
  * each size and kind, every op, counts below, at and past the slot and staging sizes. */

@@ -14,6 +14,7 @@
 #include "algo.h"
 #include "caps.h"
 #include "collcases.h"
+#include "copy.h"
 #include "core.h"
 #include "harness.h"
 #include "reduce.h"
@@ -27,6 +28,9 @@ static const weftDataType_t allTypes[] = {weftInt8,  weftUint8,   weftInt32,   w
                                           weftFloat8e5m2};
 static const weftDataType_t someTypes[] = {weftInt8, weftFloat16, weftFloat32, weftBfloat16,
                                            weftFloat8e5m2};
+
+/* What each rank runs: the sweep, or the sweep that also checks its copies streamed. */
+static rankBody sweepBody = collSweepBody;
 
 /* Every algorithm that runs m->coll, forced in turn, then the tuner, on the shape. */
 static void runEveryAlgo(int hosts, int procs, int threads, const struct collSweep *m) {
@@ -47,8 +51,8 @@ static void runEveryAlgo(int hosts, int procs, int threads, const struct collSwe
       snprintf(spec, sizeof spec, "(tuner)");
     }
     expectRefusal(!runs);
-    long failures = hosts > 0 ? runRanksOnHosts(hosts, procs, collSweepBody, (void *)m, 600)
-                              : runRanks(procs, threads, collSweepBody, (void *)m, 600);
+    long failures = hosts > 0 ? runRanksOnHosts(hosts, procs, sweepBody, (void *)m, 600)
+                              : runRanks(procs, threads, sweepBody, (void *)m, 600);
     expectRefusal(0);
     cr_expect_eq(failures, 0, "%s: %ld failures with %d host(s) x %d x %d ranks, WEFT_ALGO=%s%s%s",
                  weftCollName(m->coll), failures, nHosts, procs, threads, spec,
@@ -81,6 +85,33 @@ Test(collectives, procs_5) { everyColl(0, 5, 1, 0); }
 Test(collectives, mixed_2x2) { everyColl(0, 2, 2, 0); }
 Test(collectives, hosts_2x2) { everyColl(2, 2, 1, 0); }
 Test(collectives, hosts_3x1) { everyColl(3, 1, 1, 0); }
+
+/* ---- copies that stream past the cache (lib/copy.h) ----
+ * WEFT_NT_COPY_BYTES=1: every copy into a user buffer that would stream for a large collective
+ * streams at every size, so the sweep runs them through the streaming copy's head, body and
+ * tail at every count, type and offset. Each rank's process must have streamed something (a
+ * sweep of AllGather alone copies every rank's own part). */
+static long streamedSweepBody(weftComm_t comm, int rank, int n, void *arg) {
+  unsigned long long before = weftCopyStreamedBytes();
+  long bad = collSweepBody(comm, rank, n, arg);
+  const struct collSweep *m = arg;
+  if (m->coll == weftCollAllGather && weftCopyStreamedBytes() == before) {
+    fprintf(stderr, "rank %d: WEFT_NT_COPY_BYTES=1 and no copy streamed\n", rank);
+    bad++;
+  }
+  return bad;
+}
+
+static void streamingEveryColl(int procs, int threads) {
+  setenv("WEFT_NT_COPY_BYTES", "1", 1);
+  sweepBody = streamedSweepBody;
+  everyColl(0, procs, threads, 1);
+  sweepBody = collSweepBody;
+  unsetenv("WEFT_NT_COPY_BYTES");
+}
+
+Test(collectives, streaming_threads_3) { streamingEveryColl(1, 3); }
+Test(collectives, streaming_procs_3) { streamingEveryColl(3, 1); }
 
 /* ---- the direct algorithm's paths ----
  * WEFT_ALGO=direct for every collective, with chunks of 16 KiB so that counts cross chunk

@@ -60,6 +60,12 @@ Test(p2p, rooted_threads_3) { cr_expect_eq(runRanks(1, 3, p2pRootedBody, NULL, 3
 Test(p2p, rooted_procs_4) { cr_expect_eq(runRanks(4, 1, p2pRootedBody, NULL, 300), 0); }
 Test(p2p, rooted_mixed_2x2) { cr_expect_eq(runRanks(2, 2, p2pRootedBody, NULL, 300), 0); }
 Test(p2p, rooted_hosts_2x1) { cr_expect_eq(runRanksOnHosts(2, 1, p2pRootedBody, NULL, 300), 0); }
+/* WEFT_NT_COPY_BYTES=1: AlltoAll's, Gather's and Scatter's copies to the rank itself stream
+ * (lib/copy.h) at every size. */
+Test(p2p, rooted_streaming_procs_3) {
+  setenv("WEFT_NT_COPY_BYTES", "1", 1);
+  cr_expect_eq(runRanks(3, 1, p2pRootedBody, NULL, 300), 0);
+}
 
 /* A receive that expects another count than the send carries fails on the receiver with both
  * calls named, before anything is written. */

@@ -41,7 +41,7 @@ LAYERS = [
     # The accelerator runtime (lib/device.h) and its one folder per runtime.
     ("devices", ["lib/device", "devices/*/*"]),
     # Leaves: logging, parameters, sockets, clocks, errors, reductions, topology, names, handles.
-    ("base", ["lib/log", "lib/param", "lib/socket", "lib/deadline", "lib/errors", "lib/reduce",
+    ("base", ["lib/log", "lib/param", "lib/copy", "lib/socket", "lib/deadline", "lib/errors", "lib/reduce",
               "lib/lowfloat", "lib/topo", "lib/topo_detect", "lib/topo_model",
               "lib/topo_place", "lib/topo_decide", "lib/topo_cuda", "lib/collname", "lib/argcheck"]),
 ]
