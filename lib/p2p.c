@@ -229,6 +229,10 @@ static weftResult_t moveAll(struct weftComm *comm, struct weftP2pOp *ops, int n,
       continue;
     }
     const struct weftP2pOp *op = &ops[waitOn];
+    /* A transport that can sleep until its link moves (verbs' completion channel) does so for
+     * this transfer's link; the others are looked at again when the wait's step ends, as a
+     * sleep on the clock would. */
+    w.conn = &linkOf(comm, op)->conn;
     WEFTCHECK(weftWaitPause(&w, op->isSend ? "waiting for free slots to send to"
                                            : "waiting for data from", op->peer));
   }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "copy.h"
 #include "reduce.h"
 #include "settings.h"
 #include "version.h"
@@ -73,7 +74,9 @@ int main(int argc, char **argv) {
     printf("Reduction kernels: %s in use; ", weftReduceKernelName());
     char allowed[256];
     weftReduceCheckSimd("-1", allowed, sizeof allowed); /* a value: the text names this CPU's */
-    printf("WEFT_SIMD allows %s\n\n", allowed);
+    printf("WEFT_SIMD allows %s\n", allowed);
+    printf("Streaming copies: %s, for collectives whose results on this host reach "
+           "WEFT_NT_COPY_BYTES\n\n", weftCopyStreamingName());
     printTransports();
     printf("\n");
     printAlgorithms();

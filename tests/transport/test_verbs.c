@@ -23,6 +23,7 @@
 #include "core.h"
 #include "deadline.h"
 #include "harness.h"
+#include "p2p.h"
 #ifdef WEFT_HAVE_VERBS
 #include "../../transports/verbs/verbs.h"
 #endif
@@ -275,6 +276,31 @@ static uint64_t channelWakes(const struct weftConn *c) {
 #endif
 }
 
+enum { SLEEPER_COUNT = 100003, SLEEPER_ROUNDS = 4 };
+
+/* Round r's call failed or left a wrong element: its count of failures. */
+static long sleeperRound(weftComm_t comm, int rank, int r, const char *what, weftResult_t rc,
+                         const int32_t *buf, int check) {
+  if (rc != weftSuccess) {
+    fprintf(stderr, "rank %d: %s %d: %s\n", rank, what, r, weftGetLastError(comm));
+    return 1;
+  }
+  for (int i = 0; i < SLEEPER_COUNT && check; i++)
+    if (buf[i] != i * 7 + r) {
+      fprintf(stderr, "rank %d: %s %d: element %d is %d, not %d\n", rank, what, r, i, buf[i], i * 7 + r);
+      return 1;
+    }
+  return 0;
+}
+
+/* The link this rank waited on woke its wait by the completion channel at least once. */
+static long sleeperWoke(int rank, const struct weftConn *waited) {
+  if (channelWakes(waited) > 0) return 0;
+  fprintf(stderr, "rank %d: its waits never woke by the completion channel (%s link: %s)\n", rank,
+          rank == 0 ? "sending" : "receiving", waited->ops != NULL ? waited->ops->name : "none");
+  return 1;
+}
+
 /* Ranks that sleep at once in their waits (no spin, no yields), each kept waiting in turn: the
  * receiver while its root holds back 100 ms before a Broadcast, the root while the receiver
  * does (400 KB, past the link's slots, so the root waits for credits). Both links' waits
@@ -282,49 +308,57 @@ static uint64_t channelWakes(const struct weftConn *c) {
 static long sleeperBody(weftComm_t comm, int rank, int nranks, void *arg) {
   (void)nranks;
   (void)arg;
-  enum { COUNT = 100003, ROUNDS = 4 };
-  int32_t *buf = malloc(COUNT * sizeof *buf);
+  int32_t *buf = malloc(SLEEPER_COUNT * sizeof *buf);
   if (buf == NULL) return 1;
   long bad = 0;
-  for (int r = 0; r < ROUNDS && bad == 0; r++) {
-    for (int i = 0; i < COUNT; i++) buf[i] = rank == 0 ? i * 7 + r : -1;
+  for (int r = 0; r < SLEEPER_ROUNDS && bad == 0; r++) {
+    for (int i = 0; i < SLEEPER_COUNT; i++) buf[i] = rank == 0 ? i * 7 + r : -1;
     if (rank == r % 2) usleep(100000); /* the other one is asleep in its wait meanwhile */
-    weftResult_t rc = weftBroadcast(buf, buf, COUNT, weftInt32, 0, comm, NULL);
-    if (rc != weftSuccess) {
-      fprintf(stderr, "rank %d: broadcast %d: %s\n", rank, r, weftGetLastError(comm));
-      bad++;
-    }
-    for (int i = 0; i < COUNT && rc == weftSuccess; i++)
-      if (buf[i] != i * 7 + r) {
-        fprintf(stderr, "rank %d: broadcast %d: element %d is %d, not %d\n", rank, r, i, buf[i], i * 7 + r);
-        bad++;
-        break;
-      }
+    weftResult_t rc = weftBroadcast(buf, buf, SLEEPER_COUNT, weftInt32, 0, comm, NULL);
+    bad += sleeperRound(comm, rank, r, "broadcast", rc, buf, 1);
   }
   /* rank 0 sends to rank 1 and waits for its credits; rank 1 waits for rank 0's slots */
-  const struct weftConn *waited = rank == 0 ? &comm->ring.send : &comm->ring.recv;
-  if (channelWakes(waited) == 0) {
-    fprintf(stderr, "rank %d: its waits never woke by the completion channel (%s link: %s)\n", rank,
-            rank == 0 ? "sending" : "receiving", waited->ops != NULL ? waited->ops->name : "none");
-    bad++;
-  }
+  bad += sleeperWoke(rank, rank == 0 ? &comm->ring.send : &comm->ring.recv);
   free(buf);
   return bad;
 }
 
-Test(verbs, sleeping_ranks_wake_by_completion) {
+/* The same with Send/Recv: the point-to-point engine's wait sleeps on the link of the transfer
+ * it waits for (lib/p2p.c), rank 0's sending link to rank 1 and rank 1's receiving one. */
+static long p2pSleeperBody(weftComm_t comm, int rank, int nranks, void *arg) {
+  (void)nranks;
+  (void)arg;
+  int32_t *buf = malloc(SLEEPER_COUNT * sizeof *buf);
+  if (buf == NULL) return 1;
+  long bad = 0;
+  for (int r = 0; r < SLEEPER_ROUNDS && bad == 0; r++) {
+    for (int i = 0; i < SLEEPER_COUNT; i++) buf[i] = rank == 0 ? i * 7 + r : -1;
+    if (rank == r % 2) usleep(100000);
+    weftResult_t rc = rank == 0 ? weftSend(buf, SLEEPER_COUNT, weftInt32, 1, comm, NULL)
+                                : weftRecv(buf, SLEEPER_COUNT, weftInt32, 0, comm, NULL);
+    bad += sleeperRound(comm, rank, r, rank == 0 ? "send" : "receive", rc, buf, rank == 1);
+  }
+  if (bad == 0) bad += sleeperWoke(rank, rank == 0 ? &comm->p2p->send[1].conn : &comm->p2p->recv[0].conn);
+  free(buf);
+  return bad;
+}
+
+static void runSleepers(rankBody body, const char *algo) {
   needVerbs();
   setenv("WEFT_TRANSPORTS", "verbs", 1);
-  setenv("WEFT_ALGO", "broadcast:ring", 1);
+  if (algo != NULL) setenv("WEFT_ALGO", algo, 1);
   setenv("WEFT_SPIN_ITERS", "0", 1);
   setenv("WEFT_YIELD_ITERS", "0", 1);
-  long failures = runRanks(2, 1, sleeperBody, NULL, 300);
+  long failures = runRanks(2, 1, body, NULL, 300);
   unsetenv("WEFT_YIELD_ITERS");
   unsetenv("WEFT_SPIN_ITERS");
   unsetenv("WEFT_ALGO");
   unsetenv("WEFT_TRANSPORTS");
   cr_expect_eq(failures, 0, "%ld failures (see stderr)", failures);
 }
+
+Test(verbs, sleeping_ranks_wake_by_completion) { runSleepers(sleeperBody, "broadcast:ring"); }
+Test(verbs, sleeping_p2p_ranks_wake_by_completion) { runSleepers(p2pSleeperBody, NULL); }
 
 /* Malformed WEFT_IB_* values are refused before anything acts on them; a WEFT_IB_HCA that
  * matches no device fails init with the reason. */
