@@ -188,8 +188,9 @@ static weftResult_t recvSome(struct weftComm *comm, struct weftP2pOp *op, int *m
     size_t n = bytes - WEFT_PRIMS_SIG_BYTES;
     /* Not streamed, unlike prims' copies out of slots: measured here with 2 ranks, streaming
      * these made the engine (which drains every arrived slot at once) slower: a 64 MiB
-     * AlltoAll 9.0 ms against 8.0 with only the self copy streamed, a 32 MiB SendRecv 5.1-5.7
-     * against 4.4-4.7 (medians of interleaved runs; why, not known). */
+     * AlltoAll 9.0 and 10.0 ms against 8.0 and 8.8 with only the self copy streamed, a 64 MiB
+     * SendRecv 13.2 against 10.5 (medians of interleaved runs; why, not known). With 4 ranks
+     * on the 2 cores it was faster (AlltoAll 17.5 against 20.2 ms), with 8 no different. */
     memcpy((char *)op->recvbuff + op->moved, slot, n);
     WEFTCHECK(c->ops->recvDone(c));
     op->moved += n;
