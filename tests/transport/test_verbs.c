@@ -304,52 +304,39 @@ static long sleeperWoke(int rank, const struct weftConn *waited) {
 /* Ranks that sleep at once in their waits (no spin, no yields), each kept waiting in turn: the
  * receiver while its root holds back 100 ms before a Broadcast, the root while the receiver
  * does (400 KB, past the link's slots, so the root waits for credits). Both links' waits
- * sleep on their CQ's completion channel and wake by it, and every element is right. */
+ * sleep on their CQ's completion channel and wake by it, and every element is right. With
+ * arg set, the same with Send/Recv from rank 0 to rank 1: the point-to-point engine's wait
+ * sleeps on the link of the transfer it waits for (lib/p2p.c). */
 static long sleeperBody(weftComm_t comm, int rank, int nranks, void *arg) {
   (void)nranks;
-  (void)arg;
+  int p2p = arg != NULL;
+  const char *what = !p2p ? "broadcast" : rank == 0 ? "send" : "receive";
   int32_t *buf = malloc(SLEEPER_COUNT * sizeof *buf);
   if (buf == NULL) return 1;
   long bad = 0;
   for (int r = 0; r < SLEEPER_ROUNDS && bad == 0; r++) {
     for (int i = 0; i < SLEEPER_COUNT; i++) buf[i] = rank == 0 ? i * 7 + r : -1;
     if (rank == r % 2) usleep(100000); /* the other one is asleep in its wait meanwhile */
-    weftResult_t rc = weftBroadcast(buf, buf, SLEEPER_COUNT, weftInt32, 0, comm, NULL);
-    bad += sleeperRound(comm, rank, r, "broadcast", rc, buf, 1);
+    weftResult_t rc = !p2p     ? weftBroadcast(buf, buf, SLEEPER_COUNT, weftInt32, 0, comm, NULL)
+                      : rank == 0 ? weftSend(buf, SLEEPER_COUNT, weftInt32, 1, comm, NULL)
+                                  : weftRecv(buf, SLEEPER_COUNT, weftInt32, 0, comm, NULL);
+    bad += sleeperRound(comm, rank, r, what, rc, buf, !p2p || rank == 1);
   }
   /* rank 0 sends to rank 1 and waits for its credits; rank 1 waits for rank 0's slots */
-  bad += sleeperWoke(rank, rank == 0 ? &comm->ring.send : &comm->ring.recv);
+  const struct weftConn *waited = !p2p ? (rank == 0 ? &comm->ring.send : &comm->ring.recv)
+                                  : rank == 0 ? &comm->p2p->send[1].conn : &comm->p2p->recv[0].conn;
+  if (bad == 0) bad += sleeperWoke(rank, waited);
   free(buf);
   return bad;
 }
 
-/* The same with Send/Recv: the point-to-point engine's wait sleeps on the link of the transfer
- * it waits for (lib/p2p.c), rank 0's sending link to rank 1 and rank 1's receiving one. */
-static long p2pSleeperBody(weftComm_t comm, int rank, int nranks, void *arg) {
-  (void)nranks;
-  (void)arg;
-  int32_t *buf = malloc(SLEEPER_COUNT * sizeof *buf);
-  if (buf == NULL) return 1;
-  long bad = 0;
-  for (int r = 0; r < SLEEPER_ROUNDS && bad == 0; r++) {
-    for (int i = 0; i < SLEEPER_COUNT; i++) buf[i] = rank == 0 ? i * 7 + r : -1;
-    if (rank == r % 2) usleep(100000);
-    weftResult_t rc = rank == 0 ? weftSend(buf, SLEEPER_COUNT, weftInt32, 1, comm, NULL)
-                                : weftRecv(buf, SLEEPER_COUNT, weftInt32, 0, comm, NULL);
-    bad += sleeperRound(comm, rank, r, rank == 0 ? "send" : "receive", rc, buf, rank == 1);
-  }
-  if (bad == 0) bad += sleeperWoke(rank, rank == 0 ? &comm->p2p->send[1].conn : &comm->p2p->recv[0].conn);
-  free(buf);
-  return bad;
-}
-
-static void runSleepers(rankBody body, const char *algo) {
+static void runSleepers(void *p2p, const char *algo) {
   needVerbs();
   setenv("WEFT_TRANSPORTS", "verbs", 1);
   if (algo != NULL) setenv("WEFT_ALGO", algo, 1);
   setenv("WEFT_SPIN_ITERS", "0", 1);
   setenv("WEFT_YIELD_ITERS", "0", 1);
-  long failures = runRanks(2, 1, body, NULL, 300);
+  long failures = runRanks(2, 1, sleeperBody, p2p, 300);
   unsetenv("WEFT_YIELD_ITERS");
   unsetenv("WEFT_SPIN_ITERS");
   unsetenv("WEFT_ALGO");
@@ -357,8 +344,9 @@ static void runSleepers(rankBody body, const char *algo) {
   cr_expect_eq(failures, 0, "%ld failures (see stderr)", failures);
 }
 
-Test(verbs, sleeping_ranks_wake_by_completion) { runSleepers(sleeperBody, "broadcast:ring"); }
-Test(verbs, sleeping_p2p_ranks_wake_by_completion) { runSleepers(p2pSleeperBody, NULL); }
+Test(verbs, sleeping_ranks_wake_by_completion) { runSleepers(NULL, "broadcast:ring"); }
+static int p2pMode = 1;
+Test(verbs, sleeping_p2p_ranks_wake_by_completion) { runSleepers(&p2pMode, NULL); }
 
 /* Malformed WEFT_IB_* values are refused before anything acts on them; a WEFT_IB_HCA that
  * matches no device fails init with the reason. */
