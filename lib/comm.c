@@ -7,6 +7,7 @@
 #include "api.h"
 #include "bootstrap.h"
 #include "check.h"
+#include "copy.h"
 #include "core.h"
 #include "deadline.h"
 #include "devcoll.h"
@@ -141,6 +142,7 @@ static weftResult_t commInitBody(struct weftComm *comm) {
   WEFTCHECK(findLocalRanks(comm));
   WEFTCHECK(weftTopoJobInit(comm));
   chooseWaitStrategy(comm);
+  comm->streamFromBytes = weftCopyStreamFrom(comm->nLocalRanks);
   WEFTCHECK(weftTransportsInit(comm));
   WEFTCHECK(weftRingConnect(comm));
   WEFTCHECK(algosInit(comm));
@@ -233,6 +235,7 @@ struct weftComm *weftCommAlloc(int rank, int nranks, int64_t timeoutMs) {
   comm->timeoutMs = timeoutMs;
   comm->spinIters = comm->spinMax = 0;
   comm->yieldIters = 1000;
+  comm->streamFromBytes = SIZE_MAX; /* until init knows the host's ranks */
   comm->watchAlgos = watchAlgorithms;
   return comm;
 }

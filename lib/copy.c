@@ -99,9 +99,9 @@ const char *weftCopyStreamingName(void) {
   return activeName;
 }
 
-int weftCopyShouldStream(size_t writeBytes, int localRanks) {
+size_t weftCopyStreamFrom(int localRanks) {
   int64_t limit = weftParamNtCopyBytes();
-  if (limit == 0 || writeBytes == 0) return 0;
-  size_t ranks = localRanks < 1 ? 1 : (size_t)localRanks;
-  return writeBytes >= (size_t)limit / ranks;
+  if (limit == 0) return SIZE_MAX;
+  size_t from = (size_t)limit / (localRanks < 1 ? 1 : (size_t)localRanks);
+  return from > 0 ? from : 1;
 }

@@ -20,9 +20,10 @@
  * memcpy. The buffers must not overlap. */
 void weftCopyStreaming(void *dst, const void *src, size_t n);
 
-/* Whether a collective that writes writeBytes of this rank's buffers, on a host of localRanks
- * ranks, should stream its copies (WEFT_NT_COPY_BYTES; 0 never). */
-int weftCopyShouldStream(size_t writeBytes, int localRanks);
+/* The bytes of results per rank from which a call's copies stream, on a host of localRanks ranks:
+ * WEFT_NT_COPY_BYTES over them, at least 1; SIZE_MAX (never) where it is 0. Read once per
+ * communicator (lib/comm.c, comm->streamFromBytes), so no call reads the environment. */
+size_t weftCopyStreamFrom(int localRanks);
 
 static inline void weftCopyOut(void *dst, const void *src, size_t n, int streaming) {
   if (n == 0) return;

@@ -88,6 +88,7 @@ struct weftComm {
   /* The running collective's results outgrow the cache: its copies into user buffers stream
    * (lib/copy.h). Set by lib/coll.c for the call's length, read by prims, p2p and algorithms. */
   int opStreamsOut;
+  size_t streamFromBytes; /* results per rank from which copies stream (weftCopyStreamFrom) */
   int64_t lastWatchMs; /* when a wait last called the algorithms' watch() */
   /* What a wait that has lasted calls (weftWaitPause, at most every WEFT_WATCH_MS): every
    * algorithm's watch() (lib/comm.c sets it), which the waits below the algorithms cannot

@@ -73,22 +73,20 @@ Test(copy, picks_the_widest) {
 /* Default 16 MiB over the host's ranks: 2 ranks stream from 8 MiB each, 1 from 16 MiB. */
 Test(copy, threshold_default) {
   unsetenv("WEFT_NT_COPY_BYTES");
-  cr_expect(!weftCopyShouldStream(8u << 20, 1));
-  cr_expect(weftCopyShouldStream(16u << 20, 1));
-  cr_expect(!weftCopyShouldStream((8u << 20) - 1, 2));
-  cr_expect(weftCopyShouldStream(8u << 20, 2));
-  cr_expect(weftCopyShouldStream(2u << 20, 8));
-  cr_expect(!weftCopyShouldStream(0, 8), "nothing to write streams nothing");
-  cr_expect(weftCopyShouldStream(16u << 20, 0), "a rank count under 1 counts as 1");
+  cr_expect_eq(weftCopyStreamFrom(1), 16u << 20);
+  cr_expect_eq(weftCopyStreamFrom(2), 8u << 20);
+  cr_expect_eq(weftCopyStreamFrom(8), 2u << 20);
+  cr_expect_eq(weftCopyStreamFrom(0), 16u << 20, "a rank count under 1 counts as 1");
 }
 
 Test(copy, threshold_zero_never) {
   setenv("WEFT_NT_COPY_BYTES", "0", 1);
-  cr_expect(!weftCopyShouldStream((size_t)1 << 40, 64));
+  cr_expect_eq(weftCopyStreamFrom(64), SIZE_MAX);
 }
 
 Test(copy, threshold_set) {
   setenv("WEFT_NT_COPY_BYTES", "1M", 1);
-  cr_expect(weftCopyShouldStream(512u << 10, 2));
-  cr_expect(!weftCopyShouldStream((512u << 10) - 1, 2));
+  cr_expect_eq(weftCopyStreamFrom(2), 512u << 10);
+  setenv("WEFT_NT_COPY_BYTES", "1", 1);
+  cr_expect_eq(weftCopyStreamFrom(3), 1, "never 0: a call with nothing to write streams nothing");
 }
