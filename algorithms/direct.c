@@ -1,5 +1,5 @@
 /* Direct shared-memory collectives, for communicators whose ranks all share one host:
- * AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Gather and Scatter.
+ * AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Gather, Scatter and AlltoAll.
  * How it works: one segment holds, per rank, three progress flags, its signature and a
  * staging area of two halves (by round parity), and a shared result area. Each collective is
  * a few rounds (direct.h): small calls take one round with one synchronisation (copy into
@@ -229,6 +229,7 @@ static weftResult_t directRun(void *state, struct weftComm *comm, const struct w
   switch (a->coll) {
     case weftCollGather: return eager ? weftDirectEagerGather(comm, s, a) : weftDirectGather(comm, s, a);
     case weftCollScatter: return eager ? weftDirectEagerScatter(comm, s, a) : weftDirectScatter(comm, s, a);
+    case weftCollAlltoAll: return weftDirectAlltoAll(comm, s, a);
     default: break;
   }
   if (eager)
@@ -245,6 +246,7 @@ static weftResult_t directRun(void *state, struct weftComm *comm, const struct w
 
 static double directCost(void *state, const struct weftComm *comm, const struct weftCollArgs *a) {
   if (a->coll == weftCollAllReduce) return weftDirectAllReduceCost(state, comm, a);
+  if (a->coll == weftCollAlltoAll) return weftDirectAlltoAllCost(state, comm, a);
   if (weftDirectIsEager(state, a)) return weftDirectEagerCost(state, comm, a);
   if (a->coll == weftCollGather || a->coll == weftCollScatter)
     return weftDirectGatherCost(state, comm, a);
@@ -274,7 +276,7 @@ const struct weftAlgoOps weftAlgoDirect = {
   .colls = WEFT_COLL_BIT(weftCollAllReduce) | WEFT_COLL_BIT(weftCollBroadcast) |
            WEFT_COLL_BIT(weftCollReduce) | WEFT_COLL_BIT(weftCollAllGather) |
            WEFT_COLL_BIT(weftCollReduceScatter) | WEFT_COLL_BIT(weftCollGather) |
-           WEFT_COLL_BIT(weftCollScatter),
+           WEFT_COLL_BIT(weftCollScatter) | WEFT_COLL_BIT(weftCollAlltoAll),
   .init = directInit,
   .cost = directCost,
   .run = directRun,

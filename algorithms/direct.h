@@ -5,7 +5,8 @@
  * - direct_peer.c: peer memory (pointer or process_vm_readv/writev), reductions in rank order;
  * - direct_allreduce.c: AllReduce; direct_coll.c: Broadcast, Reduce, AllGather, ReduceScatter;
  * - direct_eager.c: Broadcast, Reduce, Gather and Scatter of at most WEFT_DIRECT_EAGER_BYTES,
- *   unsynchronised; direct_gather.c: larger Gather and Scatter, staged.
+ *   unsynchronised; direct_gather.c: larger Gather and Scatter, staged;
+ * - direct_alltoall.c: AlltoAll, staged or read in place.
  * A round is one step every rank takes: it raises its flags of the round in turn (POSTED,
  * then REDUCED, DONE where the collective needs them), and a flag's value is the round. Every
  * round starts with POSTED and a wait for every rank's POSTED (weftDirectArrive), and a rank
@@ -286,6 +287,11 @@ weftResult_t weftDirectScatter(struct weftComm *comm, struct directState *s,
                                const struct weftCollArgs *a);
 double weftDirectGatherCost(const struct directState *s, const struct weftComm *comm,
                             const struct weftCollArgs *a);
+/* AlltoAll (direct_alltoall.c). */
+weftResult_t weftDirectAlltoAll(struct weftComm *comm, struct directState *s,
+                                const struct weftCollArgs *a);
+double weftDirectAlltoAllCost(const struct directState *s, const struct weftComm *comm,
+                              const struct weftCollArgs *a);
 /* Broadcast, Reduce, AllGather, ReduceScatter (direct_coll.c). */
 /* Whether Broadcast, Reduce, AllGather or ReduceScatter a takes the in-place path. */
 int weftDirectCollInPlace(const struct directState *s, const struct weftComm *comm,

@@ -1,4 +1,4 @@
-/* The direct algorithm's Broadcast, Reduce, AllGather and ReduceScatter beyond the result
+/* The direct algorithm's collectives beyond the result
  * matrix of test_collectives.c (which forces direct on every path, every root):
  * - rank order: Reduce, ReduceScatter (and AllReduce) of floats that round at every step give
  *   the bits of a sequential reduction in rank order, computed here in plain C, on each path
@@ -9,8 +9,8 @@
  *   synchronising call or within the queue's depth of eager calls;
  * - eager calls: a root runs up to the queue's depth ahead of a reader that has not called
  *   yet, and no further; readers that arrive late take every queued call's own data;
- * - Gather and Scatter: every root, in place and out, eager at a slot's edge and staged
- *   over many rounds;
+ * - Gather, Scatter and AlltoAll: every root, in place and out, eager at a slot's edge and
+ *   staged over many rounds; AlltoAll also read in place (threads, cross-memory attach);
  * - faults: a rank killed (SIGKILL) in a loop of direct Broadcasts: every survivor gets
  *   weftRemoteError naming it (rank, pid, host) well before the timeout; a rank stopped
  *   (SIGSTOP): the others time out after WEFT_TIMEOUT_MS, naming it. */
@@ -302,30 +302,39 @@ Test(direct_order, eager_runs_ahead_as_far_as_its_queue) {
   unsetenv("WEFT_ALGO");
 }
 
-/* ---- Gather and Scatter: eager at the slot's edge, staged in many rounds ---- */
+/* ---- Gather, Scatter, AlltoAll: eager at the slot's edge, in many rounds, in place ---- */
 
-/* Every root, in place and out, with the smallest chunk (16 KiB: a Scatter round carries
- * 16 KiB / n of each block) and a 256-byte eager slot: counts on both sides of one slot (for
- * a Scatter, of a slot holding n blocks) and over many rounds. */
-static void gatherScatterRounds(int procs, int threads) {
+/* Every root, in place and out, with the smallest chunk (16 KiB: a Scatter or AlltoAll round
+ * carries 16 KiB / n of each block) and a 256-byte eager slot: counts on both sides of one
+ * slot (for a Scatter, of a slot holding n blocks) and over many rounds. AlltoAll on the path
+ * given: staged, or its peers' send buffers read in place (threads; cross-memory attach). */
+static void gatheredRounds(int procs, int threads, enum path path) {
   static const size_t counts[] = {1, 63, 64, 65, 1021, 16385, 70001};
   static const weftDataType_t types[] = {weftInt8, weftInt32, weftFloat64};
+  static const weftColl_t colls[] = {weftCollGather, weftCollScatter, weftCollAlltoAll};
+  if (path == PATH_CMA) SKIP_UNLESS("cma");
   setenv("WEFT_ALGO", "direct", 1);
   setenv("WEFT_DIRECT_CHUNK_BYTES", "16384", 1);
   setenv("WEFT_DIRECT_EAGER_BYTES", "256", 1);
-  for (int c = 0; c < 2; c++) {
-    struct collSweep sweep = {c == 0 ? weftCollGather : weftCollScatter, counts, 7, types, 3, 1};
+  setenv("WEFT_DIRECT_CMA", path == PATH_STAGED ? "0" : "2", 1);
+  setenv("WEFT_DIRECT_CMA_MIN_BYTES", "0", 1);
+  for (int c = path == PATH_CMA ? 2 : 0; c < 3; c++) { /* only AlltoAll reads in place */
+    struct collSweep sweep = {colls[c], counts, 7, types, 3, 1};
     collSweepPrepare(&sweep, procs * threads);
-    cr_expect_eq(runRanks(procs, threads, collSweepBody, &sweep, 120), 0, "%s, %d x %d ranks",
-                 weftCollName(sweep.coll), procs, threads);
+    cr_expect_eq(runRanks(procs, threads, collSweepBody, &sweep, 120), 0, "%s, %d x %d ranks, path %d",
+                 weftCollName(sweep.coll), procs, threads, path);
   }
   unsetenv("WEFT_ALGO");
   unsetenv("WEFT_DIRECT_CHUNK_BYTES");
   unsetenv("WEFT_DIRECT_EAGER_BYTES");
+  unsetenv("WEFT_DIRECT_CMA");
+  unsetenv("WEFT_DIRECT_CMA_MIN_BYTES");
 }
 
-Test(direct_order, gather_scatter_rounds_procs_3) { gatherScatterRounds(3, 1); }
-Test(direct_order, gather_scatter_rounds_threads_4) { gatherScatterRounds(1, 4); }
+Test(direct_order, gathered_rounds_procs_3_staged) { gatheredRounds(3, 1, PATH_STAGED); }
+Test(direct_order, gathered_rounds_procs_3_cma) { gatheredRounds(3, 1, PATH_CMA); }
+Test(direct_order, gathered_rounds_threads_4) { gatheredRounds(1, 4, PATH_THREADS); }
+Test(direct_order, gathered_rounds_mixed_2x2_cma) { gatheredRounds(2, 2, PATH_CMA); }
 
 /* ---- a killed or stopped rank in a loop of Broadcasts ---- */
 

@@ -291,10 +291,12 @@ Test(dead_peer, hiernuma_2x4) {
   killOneOnNumaNodes(8, 4);
 }
 /* Point-to-point links made on first use: a grouped Send/Recv ring and the pairwise AlltoAll,
- * over shm on one host and over shm and tcp on two emulated hosts. */
+ * over shm on one host and over shm and tcp on two emulated hosts; on one host also the
+ * direct AlltoAll (the tuner's pick there). */
 Test(dead_peer, sendrecv_4) { killOneIn(4, 0, NULL, NULL, MODE_LOOP_SENDRECV); }
 Test(dead_peer, sendrecv_2x2) { killOneIn(4, 2, NULL, NULL, MODE_LOOP_SENDRECV); }
-Test(dead_peer, alltoall_4) { killOneIn(4, 0, NULL, NULL, MODE_LOOP_ALLTOALL); }
+Test(dead_peer, alltoall_4) { killOneIn(4, 0, "alltoall:pairwise", NULL, MODE_LOOP_ALLTOALL); }
+Test(dead_peer, alltoall_direct_4) { killOneIn(4, 0, "alltoall:direct", NULL, MODE_LOOP_ALLTOALL); }
 Test(dead_peer, alltoall_2x2) { killOneIn(4, 2, NULL, NULL, MODE_LOOP_ALLTOALL); }
 /* The tree's rooted Broadcast and Reduce (point-to-point links), every root in turn. */
 Test(dead_peer, tree_broadcast_4) { killOneIn(4, 0, "broadcast:tree", NULL, MODE_LOOP_BROADCAST); }

@@ -65,7 +65,36 @@ static long checkCase(weftComm_t comm, int rank, int n, const struct collSweep *
       }
       break;
     }
-    default: { /* ReduceScatter */
+    case weftCollGather: {
+      char *in = inPlace && rank == root ? b->recv + (size_t)root * bytes : b->send;
+      fillInput(in, count, type, op, rank);
+      rc = weftGather(in, b->recv, count, type, root, comm, NULL);
+      for (int r = 0; r < n && ok && rank == root; r++) {
+        fillInput(b->want, count, type, op, r);
+        ok = sameBytes(b->recv + (size_t)r * bytes, b->want, bytes);
+      }
+      if (rank != root && !(ok = untouched(b->recv, all))) what = "recvbuff written off the root";
+      break;
+    }
+    case weftCollScatter: {
+      char *out = inPlace && rank == root ? b->send + (size_t)root * bytes : b->recv;
+      if (rank == root)
+        for (int r = 0; r < n; r++) fillInput(b->send + (size_t)r * bytes, count, type, op, r);
+      rc = weftScatter(b->send, out, count, type, root, comm, NULL);
+      fillInput(b->want, count, type, op, rank);
+      ok = sameBytes(out, b->want, bytes);
+      break;
+    }
+    case weftCollAlltoAll: /* no in-place form */
+      for (int j = 0; j < n; j++)
+        fillInput(b->send + (size_t)j * bytes, count, type, op, rank * n + j);
+      rc = weftAlltoAll(b->send, b->recv, count, type, comm, NULL);
+      for (int j = 0; j < n && ok; j++) {
+        fillInput(b->want, count, type, op, j * n + rank);
+        ok = sameBytes(b->recv + (size_t)j * bytes, b->want, bytes);
+      }
+      break;
+    case weftCollReduceScatter: {
       char *out = inPlace ? b->send + (size_t)rank * bytes : b->recv;
       fillInput(b->send, count * (size_t)n, type, op, rank);
       rc = weftReduceScatter(b->send, out, count, type, op, comm, NULL);
@@ -74,6 +103,9 @@ static long checkCase(weftComm_t comm, int rank, int n, const struct collSweep *
            countWrongFrom(out, (size_t)rank * count, count, type, op, n) == 0;
       break;
     }
+    default:
+      fprintf(stderr, "rank %d: the sweep has no case for %s\n", rank, weftCollName(m->coll));
+      return 1;
   }
   if (rc != weftSuccess) {
     fprintf(stderr, "rank %d: %s %zu %s %s root %d failed: %s\n", rank, weftCollName(m->coll),
@@ -102,7 +134,8 @@ long collSweepBody(weftComm_t comm, int rank, int n, void *arg) {
   struct bufs b;
   b.cap = maxCount * 8 * (size_t)n + 64;
   b.send = malloc(b.cap), b.recv = malloc(b.cap), b.want = malloc(b.cap);
-  int rooted = m->coll == weftCollBroadcast || m->coll == weftCollReduce;
+  int rooted = m->coll == weftCollBroadcast || m->coll == weftCollReduce ||
+               m->coll == weftCollGather || m->coll == weftCollScatter;
   int roots[3] = {0, n - 1, n / 2}, nRoots = !rooted ? 1 : m->everyRoot ? n : 3;
   long failures = 0;
   for (int c = 0; c < m->nCounts; c++)
@@ -111,7 +144,7 @@ long collSweepBody(weftComm_t comm, int rank, int n, void *arg) {
         weftRedOp_t op = (weftRedOp_t)o;
         if (op == weftAvg && !weftTypeIsFloat(m->types[t])) continue;
         for (int k = 0; k < nRoots; k++)
-          for (int inPlace = 0; inPlace < 2; inPlace++)
+          for (int inPlace = 0; inPlace < (m->coll == weftCollAlltoAll ? 1 : 2); inPlace++)
             failures += checkCase(comm, rank, n, m, m->counts[c], m->types[t], op,
                                   m->everyRoot ? k : roots[k], inPlace, &b);
       }

@@ -8,10 +8,12 @@
 #include <stddef.h>
 #include "weft.h"
 
-/* Broadcast, Reduce, AllGather or ReduceScatter: every count x type x op (where the
- * collective reduces; avg on floats only) x root x in place and out of place. A gathered or
- * broadcast part must be the bits its rank put in, a reduced one the tests' reference
- * (pattern.c); buffers a rank must not write (Reduce's recvbuff off the root) stay untouched. */
+/* Broadcast, Reduce, AllGather, ReduceScatter, Gather, Scatter or AlltoAll: every count x
+ * type x op (where the collective reduces; avg on floats only) x root x in place and out of
+ * place (AlltoAll has no in-place form). A gathered, scattered or broadcast part must be the
+ * bits its rank put in (AlltoAll's block j of rank r: the pattern seeded r * n + j), a reduced
+ * one the tests' reference (pattern.c); buffers a rank must not write (Reduce's and Gather's
+ * recvbuff off the root) stay untouched. */
 struct collSweep {
   weftColl_t coll;
   const size_t *counts;
