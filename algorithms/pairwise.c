@@ -41,9 +41,11 @@ static double pairwiseCost(void *state, const struct weftComm *comm,
   us += b / 8e3; /* its own block, copied (memcpy's rate, as direct's costs) */
   if (comm->nHosts > 1) return us;
   /* On one host every rank also copies each of its n - 1 blocks out of a shared-memory FIFO,
-   * on the core that copied its own sends in; with ranks outnumbering cores its transfers
-   * wait for their peers to be scheduled, a round of the host's run queue (as direct's). */
-  us += (double)(n - 1) * b / (bw * 1e3);
+   * on the core that copied its own sends in, and the engine's passes take ~0.1 us per
+   * transfer (a 2-rank AlltoAll of 64-byte blocks: 0.39 us measured against the link's 0.2);
+   * with ranks outnumbering cores its transfers wait for their peers to be scheduled, a
+   * round of the host's run queue (as direct's). */
+  us += (double)(n - 1) * (b / (bw * 1e3) + 2 * 0.1);
   return comm->oversubscribed ? us + 0.7 * n : us;
 }
 

@@ -60,8 +60,8 @@ Test(p2p, rooted_threads_3) { cr_expect_eq(runRanks(1, 3, p2pRootedBody, NULL, 3
 Test(p2p, rooted_procs_4) { cr_expect_eq(runRanks(4, 1, p2pRootedBody, NULL, 300), 0); }
 Test(p2p, rooted_mixed_2x2) { cr_expect_eq(runRanks(2, 2, p2pRootedBody, NULL, 300), 0); }
 Test(p2p, rooted_hosts_2x1) { cr_expect_eq(runRanksOnHosts(2, 1, p2pRootedBody, NULL, 300), 0); }
-/* On one host the tuner gives AlltoAll to direct (from 1 KiB blocks with 2 ranks): the
- * pairwise AlltoAll over shared-memory links, forced. */
+/* On one host the tuner gives AlltoAll to direct: the pairwise AlltoAll over shared-memory
+ * links, forced. */
 Test(p2p, rooted_pairwise_procs_4) {
   setenv("WEFT_ALGO", "alltoall:pairwise", 1);
   cr_expect_eq(runRanks(4, 1, p2pRootedBody, NULL, 300), 0);
