@@ -95,11 +95,15 @@ run() {
 }
 
 # The memory limit, in the same run: one core's memcpy at the same sizes (bench/memcpy_perf),
-# once per rank count and repetition, between the collectives' runs.
+# and the same copy made by as many processes as ranks at once (-p: what each rank can move
+# when all share the host's cores and memory), once per rank count and repetition, between
+# the collectives' runs.
 memcpy_run() {
-  echo "# np $1 run $2/$reps: memcpy_perf" >&2
+  echo "# np $1 run $2/$reps: memcpy_perf, alone and -p $1" >&2
   "$bindir/memcpy_perf" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" \
     >"$logdir/memcpy_perf.$1.$2" 2>&1 || { echo "$0: memcpy_perf failed" >&2; failed=1; }
+  "$bindir/memcpy_perf" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -p "$1" \
+    >"$logdir/memcpy_perf_all.$1.$2" 2>&1 || { echo "$0: memcpy_perf -p $1 failed" >&2; failed=1; }
 }
 
 for p in $ranks; do
@@ -126,6 +130,9 @@ rows() {
       [ -f "$logdir/memcpy_perf.$p.$k" ] &&
         awk -v np="$p" '$1 ~ /^[0-9]+$/ && NF == 3 { print "memcpy", "memcpy", np, $1, -1, $2, $3 }' \
           "$logdir/memcpy_perf.$p.$k"
+      [ -f "$logdir/memcpy_perf_all.$p.$k" ] &&
+        awk -v np="$p" '$1 ~ /^[0-9]+$/ && NF == 3 { print "memcpyall", "memcpy", np, $1, -1, $2, $3 }' \
+          "$logdir/memcpy_perf_all.$p.$k"
     done
   done
   for c in $colls; do
@@ -166,6 +173,7 @@ rows | awk '
   function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
   function num(x, fmt) { return x == "" ? "-" : sprintf(fmt, x) }
   $1 == "memcpy" { mem[$3, $4] = mem[$3, $4] " " $7; next } # GB/s by ranks and size
+  $1 == "memcpyall" { all[$3, $4] = all[$3, $4] " " $7; next } # ... with every rank copying
   {
     if (!($1 in nkeys)) { colls[++nc] = $1; nkeys[$1] = 0 }
     if ($5 != "-1") rooted[$1] = 1
@@ -180,16 +188,16 @@ rows | awk '
       if (c > 1) print ""
       print "### " name
       print ""
-      print "| ranks | size |" (r ? " root |" : "") " weft time (us) | MPI time (us) | time weft/MPI | weft busbw (GB/s) | MPI busbw (GB/s) | busbw weft/MPI | memcpy (GB/s) | weft/memcpy |"
-      print "|------:|-----:|" (r ? "-----:|" : "") "---------------:|--------------:|--------------:|------------------:|-----------------:|---------------:|--------------:|------------:|"
+      print "| ranks | size |" (r ? " root |" : "") " weft time (us) | MPI time (us) | time weft/MPI | weft busbw (GB/s) | MPI busbw (GB/s) | busbw weft/MPI | memcpy (GB/s) | weft/memcpy | memcpy, all ranks (GB/s) | weft/all | MPI/all |"
+      print "|------:|-----:|" (r ? "-----:|" : "") "---------------:|--------------:|--------------:|------------------:|-----------------:|---------------:|--------------:|------------:|-------------------------:|---------:|--------:|"
       for (i = 1; i <= nkeys[name]; i++) {
         k = keys[name, i]; split(k, a, SUBSEP)
         wt = median(t[name, "weft", k]); mt = median(t[name, "mpi", k])
         wb = median(bw[name, "weft", k]); mb = median(bw[name, "mpi", k])
-        mc = median(mem[a[1], a[2]])
-        printf "| %d | %s |%s %s | %s | %s | %s | %s | %s | %s | %s |\n", a[1], human(a[2]), (r ? " " a[3] " |" : ""),
+        mc = median(mem[a[1], a[2]]); ma = median(all[a[1], a[2]])
+        printf "| %d | %s |%s %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", a[1], human(a[2]), (r ? " " a[3] " |" : ""),
           num(wt, "%.2f"), num(mt, "%.2f"), ratio(wt, mt), num(wb, "%.2f"), num(mb, "%.2f"), ratio(wb, mb),
-          num(mc, "%.2f"), ratio(wb, mc)
+          num(mc, "%.2f"), ratio(wb, mc), num(ma, "%.2f"), ratio(wb, ma), ratio(mb, ma)
       }
     }
   }'

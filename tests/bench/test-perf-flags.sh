@@ -351,6 +351,18 @@ rc=$?
 if [ "$rc" -eq 0 ] && [ "$(awk '$1 ~ /^[0-9]+$/ && NF == 3 && $3 > 0' "$tmp/out" | awk '{print $1}' | tr '\n' ' ')" = "65536 262144 1048576 " ]; then
   ok "memcpy_perf -b 64K -e 1M -f 4: three sizes, positive GB/s"
 else bad "memcpy_perf -b 64K -e 1M -f 4: exit $rc"; fi
+# -p 3: three processes copy at once; one row, the header says so, no process left behind.
+timeout 60 "$BUILD/bench/memcpy_perf" -b 1M -e 1M -n 5 -w 1 -p 3 >"$tmp/out" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && has "3 processes copying at once" &&
+   [ "$(awk '$1 ~ /^[0-9]+$/ && NF == 3 && $3 > 0' "$tmp/out" | awk '{print $1}')" = 1048576 ] &&
+   ! pgrep -x memcpy_perf >/dev/null; then
+  ok "memcpy_perf -p 3: one batch row, positive GB/s, every process gone"
+else bad "memcpy_perf -p 3: exit $rc, $(tr '\n' ' ' <"$tmp/out")"; fi
+timeout 60 "$BUILD/bench/memcpy_perf" -p 0 >"$tmp/out" 2>&1
+rc=$?
+if [ "$rc" -eq 2 ] && has "1 <= -p <= 1024"; then ok "memcpy_perf -p 0: refused (exit 2)"
+else bad "memcpy_perf -p 0: exit $rc"; fi
 timeout 60 "$BUILD/bench/memcpy_perf" -b 64Q >"$tmp/out" 2>&1
 rc=$?
 if [ "$rc" -eq 2 ] && has "'64Q' is not a size"; then ok "memcpy_perf -b 64Q: refused (exit 2)"
