@@ -156,8 +156,15 @@ static void *commRunMain(void *arg) {
   return NULL;
 }
 
-/* Sorts the queue by communicator (stable: call order within each) into runs. */
+/* Sorts the queue by communicator (stable: call order within each) into runs. A group of one
+ * communicator (the common case: a SendRecv pair) is one run of the queue as it is. */
 static int splitByComm(struct weftTask *tasks, int n, struct weftTask *sorted, struct commRun *runs) {
+  int one = 1;
+  for (int i = 1; i < n && one; i++) one = tasks[i].comm == tasks[0].comm;
+  if (one) {
+    runs[0] = (struct commRun){.comm = tasks[0].comm, .tasks = tasks, .n = n};
+    return 1;
+  }
   int nruns = 0, k = 0;
   for (int i = 0; i < n; i++) {
     int seen = 0;
