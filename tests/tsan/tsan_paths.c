@@ -4,7 +4,7 @@
  * signature notes of lib/sigwatch.c run too; non-blocking init and collectives with their
  * own threads; weftCommAbort from another thread; a mismatch only the notes can see; a stuck
  * rank named through the chain of waits; direct's eager and synchronous Broadcast and Reduce
- * between threads. Every scenario checks its results (exactly, as the
+ * between threads, and its AlltoAll, Gather and Scatter. Every scenario checks its results (exactly, as the
  * suite does); any failure or sanitizer report fails the run.
  *   tsan_paths [NAME...]   (default: all; prints PASS/FAIL per scenario, exit 1 on a failure) */
 #include <pthread.h>
@@ -65,6 +65,23 @@ static long threadsDirectRooted(void) {
   for (int c = 0; c < 2; c++) {
     struct collSweep sweep = {c == 0 ? weftCollBroadcast : weftCollReduce, rootedCounts, 4,
                               rootedTypes, 2, 1};
+    collSweepPrepare(&sweep, 4);
+    f += runRanks(1, 4, collSweepBody, &sweep, TIMEOUT_S);
+  }
+  unsetenv("WEFT_ALGO");
+  return f;
+}
+
+/* 4 threads, direct: AlltoAll staged (31 elements) and read in place between threads (4099,
+ * 300007), Gather and Scatter eager and staged, every root. */
+static long threadsDirectGathered(void) {
+  static const size_t gatheredCounts[] = {31, 4099, 300007};
+  static const weftDataType_t gatheredTypes[] = {weftInt32};
+  static const weftColl_t colls[] = {weftCollAlltoAll, weftCollGather, weftCollScatter};
+  long f = 0;
+  setenv("WEFT_ALGO", "direct", 1);
+  for (int c = 0; c < 3; c++) {
+    struct collSweep sweep = {colls[c], gatheredCounts, 3, gatheredTypes, 1, 1};
     collSweepPrepare(&sweep, 4);
     f += runRanks(1, 4, collSweepBody, &sweep, TIMEOUT_S);
   }
@@ -244,7 +261,7 @@ static const struct {
   long (*run)(void);
 } scenarios[] = {
     {"threads_every_algo", threadsEveryAlgo}, {"threads_direct_rooted", threadsDirectRooted},
-    {"hosts_hier", hostsHier},
+    {"threads_direct_gathered", threadsDirectGathered}, {"hosts_hier", hostsHier},
     {"hosts_ring", hostsRing},                {"hosts_tree", hostsTree},
     {"hosts_tuner", hostsTuner},              {"nonblocking", nonblocking},
     {"abort_direct", abortDirect},            {"abort_ring", abortRing},
