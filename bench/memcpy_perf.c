@@ -66,6 +66,9 @@ static long long nowNs(void) {
   return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+/* A process that waits this long at a barrier gives up: another one died or was stopped. */
+#define BARRIER_LIMIT_NS (60LL * 1000000000LL)
+
 /* Every one of procs processes waits here until all are; yields while it waits (with more
  * processes than cores the one it waits for needs the core). */
 static void barrier(struct batch *b, int procs) {
@@ -75,7 +78,14 @@ static void barrier(struct batch *b, int procs) {
     atomic_fetch_add(&b->round, 1);
     return;
   }
-  while (atomic_load(&b->round) == round) sched_yield();
+  long long start = nowNs();
+  for (unsigned i = 1; atomic_load(&b->round) == round; i++) {
+    sched_yield();
+    if ((i & 1023) == 0 && nowNs() - start > BARRIER_LIMIT_NS) {
+      fprintf(stderr, "memcpy_perf: a process did not reach the barrier in 60 s; giving up\n");
+      _exit(1);
+    }
+  }
 }
 
 static void raiseTo(_Atomic long long *v, long long x) {
