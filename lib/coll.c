@@ -97,7 +97,7 @@ weftResult_t weftCollRunAlgo(struct weftComm *comm, struct weftCollArgs args) {
     if (weftAlgos[a]->begin != NULL && comm->algoState[a] != NULL)
       weftAlgos[a]->begin(comm->algoState[a], &args);
   struct weftCallBuffers bufs = weftCallBuffersOf(&args, comm->rank, comm->nranks);
-  comm->opStreamsOut = bufs.needRecv && bufs.recvBytes > 0 && bufs.recvBytes >= comm->streamFromBytes;
+  comm->opStreamsOut = bufs.needRecv && weftCommStreamsOut(comm, bufs.recvBytes);
   rc = weftAlgos[algo]->run(comm->algoState[algo], comm, &args);
   comm->opStreamsOut = 0;
   e->endUs = rc == weftSuccess ? -1 : nowUs();

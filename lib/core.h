@@ -175,6 +175,11 @@ struct weftComm {
 /* Waits for a non-blocking call's thread to end and reaps it (lib/group.c). */
 void weftJoinOpThread(struct weftComm *comm);
 
+/* Whether a call that receives `bytes` into this rank's buffers streams its copies there
+ * (lib/copy.h): comm->streamFromBytes is at least 1 (SIZE_MAX: never), so 0 bytes never do. */
+static inline int weftCommStreamsOut(const struct weftComm *comm, size_t bytes) {
+  return bytes >= comm->streamFromBytes;
+}
 /* Whether weftCommAbort was called on comm. */
 static inline int weftCommAborted(const struct weftComm *comm) {
   return atomic_load_explicit(&((struct weftComm *)comm)->abortFlag, memory_order_relaxed);

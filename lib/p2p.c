@@ -101,7 +101,7 @@ static weftResult_t prepare(struct weftComm *comm, struct weftP2pOp *ops, int n,
     if (!op->isSend) recvBytes += op->bytes;
   }
   /* A collective decided for its whole result (lib/coll.c); Send/Recv by what this run receives. */
-  int stream = comm->opStreamsOut || (recvBytes > 0 && recvBytes >= comm->streamFromBytes);
+  int stream = comm->opStreamsOut || weftCommStreamsOut(comm, recvBytes);
   for (int i = 0; i < n; i++) ops[i].streamOut = stream;
   WEFTCHECK(pairSelf(comm, ops, n, 1));
   for (int i = 0; i < n; i++)
