@@ -114,7 +114,8 @@ static weftResult_t slotFree(struct weftComm *comm, struct directState *s, unsig
     struct weftWaiter w;
     weftWaitStart(&w, comm);
     while (!weftDirectReached(s->knownTaken[r] = atomic_load_explicit(taken, memory_order_acquire), need)) {
-      if (passed(s, r, need) && !weftDirectReached(atomic_load_explicit(taken, memory_order_acquire), need))
+      if (w.deadlineMs != 0 && passed(s, r, need) && /* past the spin: see eagerReceive */
+          !weftDirectReached(atomic_load_explicit(taken, memory_order_acquire), need))
         return notTaken(s, i, r);
       weftResult_t rc = weftWaitPause(&w, "waiting for its eager data to be taken by", r);
       if (rc == weftSuccess && w.deadlineMs != 0)
@@ -184,7 +185,9 @@ static weftResult_t eagerReceive(struct weftComm *comm, struct directState *s,
     weftWaitStart(&w, comm);
     while ((seen = atomic_load_explicit(&slot->seq, memory_order_acquire)) != a->seq) {
       if (weftDirectReached(seen, a->seq)) break; /* a later operation's: mine never came */
-      if (passed(s, sender, a->seq)) { /* its opSeq is stored after its slot */
+      /* Past the spin phase only: the sender stores its opSeq at every call, and a reader that
+       * polled that line makes the store a miss that the sender's next stores queue behind. */
+      if (w.deadlineMs != 0 && passed(s, sender, a->seq)) { /* its opSeq is stored after its slot */
         seen = atomic_load_explicit(&slot->seq, memory_order_acquire);
         if (seen != a->seq) break;
         continue;

@@ -76,29 +76,29 @@ void weftFlightDump(struct weftComm *comm, const char *why) {
 }
 
 /* Tunes, records and runs one validated collective (its PreMulSum input scaled first). */
-weftResult_t weftCollRunAlgo(struct weftComm *comm, struct weftCollArgs args) {
+weftResult_t weftCollRunAlgo(struct weftComm *comm, struct weftCollArgs *args) {
   weftResult_t rc;
-  if (args.op == WEFT_OP_PREMULSUM && (rc = weftRedOpApply(comm, &args)) != weftSuccess)
+  if (args->op == WEFT_OP_PREMULSUM && (rc = weftRedOpApply(comm, args)) != weftSuccess)
     return weftReportTo(comm, weftCommFail(comm, rc)); /* scaled, it runs as a Sum */
-  int algo = weftTuneChoose(comm, &args);
-  if (algo < 0) return weftReportTo(comm, weftTuneNoAlgorithm(comm, args.coll));
-  args.seq = ++comm->opSeq;
+  int algo = weftTuneChoose(comm, args);
+  if (algo < 0) return weftReportTo(comm, weftTuneNoAlgorithm(comm, args->coll));
+  args->seq = ++comm->opSeq;
   INFO(WEFT_COLL, "%s: opCount %llu sendbuff %p recvbuff %p count %zu datatype %s op %s root %d "
-       "comm %p [nranks=%d] algorithm %s", weftCollName(args.coll), (unsigned long long)args.seq,
-       args.sendbuff, args.recvbuff, args.count, weftTypeName(args.type), weftOpName(args.op),
-       args.root, (void *)comm, comm->nranks, weftAlgos[algo]->name);
-  comm->opSig[0] = args.seq;
-  comm->opSig[1] = (uint64_t)args.count << 16 | (uint64_t)args.type << 8 | (uint64_t)args.op;
-  comm->opSig[2] = weftSigWhat(args.coll, args.root);
+       "comm %p [nranks=%d] algorithm %s", weftCollName(args->coll), (unsigned long long)args->seq,
+       args->sendbuff, args->recvbuff, args->count, weftTypeName(args->type), weftOpName(args->op),
+       args->root, (void *)comm, comm->nranks, weftAlgos[algo]->name);
+  comm->opSig[0] = args->seq;
+  comm->opSig[1] = (uint64_t)args->count << 16 | (uint64_t)args->type << 8 | (uint64_t)args->op;
+  comm->opSig[2] = weftSigWhat(args->coll, args->root);
   struct weftFlightEntry *e = &comm->flight[comm->flightNext++ % WEFT_FLIGHT_OPS];
-  *e = (struct weftFlightEntry){args.seq, weftCollName(args.coll), weftAlgos[algo]->name,
-                                args.count, args.type, args.op, nowUs(), 0, 0};
+  *e = (struct weftFlightEntry){args->seq, weftCollName(args->coll), weftAlgos[algo]->name,
+                                args->count, args->type, args->op, nowUs(), 0, 0};
   for (int a = 0; weftAlgos[a] != NULL; a++)
     if (weftAlgos[a]->begin != NULL && comm->algoState[a] != NULL)
-      weftAlgos[a]->begin(comm->algoState[a], &args);
-  struct weftCallBuffers bufs = weftCallBuffersOf(&args, comm->rank, comm->nranks);
+      weftAlgos[a]->begin(comm->algoState[a], args);
+  struct weftCallBuffers bufs = weftCallBuffersOf(args, comm->rank, comm->nranks);
   comm->opStreamsOut = bufs.needRecv && weftCommStreamsOut(comm, bufs.recvBytes);
-  rc = weftAlgos[algo]->run(comm->algoState[algo], comm, &args);
+  rc = weftAlgos[algo]->run(comm->algoState[algo], comm, args);
   comm->opStreamsOut = 0;
   e->endUs = rc == weftSuccess ? -1 : nowUs();
   e->rc = rc;
@@ -111,7 +111,7 @@ weftResult_t weftCollRunAlgo(struct weftComm *comm, struct weftCollArgs args) {
 
 /* Runs one validated collective to its end, in the caller's thread or a non-blocking
  * communicator's operation thread. */
-weftResult_t weftCollRun(struct weftComm *comm, struct weftCollArgs args) {
+weftResult_t weftCollRun(struct weftComm *comm, struct weftCollArgs *args) {
   /* A plain store, not a locked add: one thread calls collectives on a communicator, and
    * weftCommAbort only has to see calls that are already waiting (see weftCommAbort). */
   atomic_store_explicit(&comm->busy, 1, memory_order_release);
@@ -123,94 +123,100 @@ weftResult_t weftCollRun(struct weftComm *comm, struct weftCollArgs args) {
 }
 
 /* Every collective's entry: validate, then run (or start, on a non-blocking communicator, or
- * enqueue on the stream, on device buffers: lib/devcoll.h). */
-static weftResult_t collCall(weftComm_t comm, const char *api, struct weftCollArgs args,
-                             weftStream_t stream) {
+ * enqueue on the stream, on device buffers: lib/devcoll.h). The task is the caller's compound
+ * literal, used in place: a copy of it (or a struct passed by value) reads with wide loads the
+ * fields just stored narrow, and where the store before them missed (the eager slot a peer read
+ * in the last call) each such load waits for that miss: ~10% of a 2-rank 8-byte Broadcast. */
+static weftResult_t collCall(const char *api, struct weftTask *task) {
+  weftComm_t comm = task->comm;
   WEFTCHECK(weftGroupRefused(weftCheckComm(comm, api)));
-  args.seq = comm->opSeq;
-  weftResult_t rc = weftCheckCall(comm, &args);
+  task->coll.seq = comm->opSeq;
+  weftResult_t rc = weftCheckCall(comm, &task->coll);
   if (rc == weftSuccess) rc = weftCheckUsable(comm, api);
   if (rc != weftSuccess) return weftReportTo(comm, weftGroupRefused(rc));
-  if (args.count == 0) return weftSuccess;
-  struct weftTask task = {.comm = comm, .isColl = 1, .coll = args, .stream = stream};
-  rc = weftDevClassify(comm, api, &task, &task.onDevice);
+  if (task->coll.count == 0) return weftSuccess;
+  rc = weftDevClassify(comm, api, task, &task->onDevice);
   if (rc != weftSuccess) return weftReportTo(comm, weftGroupRefused(rc));
-  rc = weftRedOpBegin(comm, &task.coll); /* a PreMulSum op's scalar, read now */
+  rc = weftRedOpBegin(comm, &task->coll); /* a PreMulSum op's scalar, read now */
   if (rc != weftSuccess) return weftReportTo(comm, weftGroupRefused(rc));
-  if (task.onDevice)
-    return weftReportTo(comm, weftGroupActive() ? weftGroupEnqueue(&task) : weftDevSubmit(comm, &task, 1, api));
-  if (weftGroupActive()) return weftReportTo(comm, weftGroupEnqueue(&task));
+  if (task->onDevice)
+    return weftReportTo(comm, weftGroupActive() ? weftGroupEnqueue(task) : weftDevSubmit(comm, task, 1, api));
+  if (weftGroupActive()) return weftReportTo(comm, weftGroupEnqueue(task));
   weftDevDrain(comm); /* calls on device buffers before this one run first */
-  return comm->nonblocking ? weftStartTasks(comm, &task, 1, api) : weftCollRun(comm, task.coll);
+  return comm->nonblocking ? weftStartTasks(comm, task, 1, api) : weftCollRun(comm, &task->coll);
 }
+
+/* A collective call's task: the arguments, on host memory until weftDevClassify looks. */
+#define COLL_TASK(comm, stream, ...) \
+  (&(struct weftTask){.comm = (comm), .isColl = 1, .coll = {__VA_ARGS__}, .stream = (stream)})
 
 WEFT_PUBLIC weftResult_t weftAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                                        weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                                        weftStream_t stream) {
-  return collCall(comm, "weftAllReduce", (struct weftCollArgs){weftCollAllReduce, sendbuff,
-                  recvbuff, count, 0, datatype, op, -1, 0, {0}}, stream);
+  return collCall("weftAllReduce", COLL_TASK(comm, stream, weftCollAllReduce, sendbuff,
+                  recvbuff, count, 0, datatype, op, -1, 0, {0}));
 }
 WEFT_PROFILING_ALIAS(weftAllReduce);
 
 WEFT_PUBLIC weftResult_t weftBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                                        weftDataType_t datatype, int root, weftComm_t comm,
                                        weftStream_t stream) {
-  return collCall(comm, "weftBroadcast", (struct weftCollArgs){weftCollBroadcast, sendbuff,
-                  recvbuff, count, 0, datatype, weftSum, root, 0, {0}}, stream);
+  return collCall("weftBroadcast", COLL_TASK(comm, stream, weftCollBroadcast, sendbuff,
+                  recvbuff, count, 0, datatype, weftSum, root, 0, {0}));
 }
 WEFT_PROFILING_ALIAS(weftBroadcast);
 
 WEFT_PUBLIC weftResult_t weftBcast(void *buff, size_t count, weftDataType_t datatype, int root,
                                    weftComm_t comm, weftStream_t stream) {
-  return collCall(comm, "weftBcast", (struct weftCollArgs){weftCollBroadcast, buff, buff, count,
-                  0, datatype, weftSum, root, 0, {0}}, stream);
+  return collCall("weftBcast", COLL_TASK(comm, stream, weftCollBroadcast, buff, buff, count,
+                  0, datatype, weftSum, root, 0, {0}));
 }
 WEFT_PROFILING_ALIAS(weftBcast);
 
 WEFT_PUBLIC weftResult_t weftReduce(const void *sendbuff, void *recvbuff, size_t count,
                                     weftDataType_t datatype, weftRedOp_t op, int root,
                                     weftComm_t comm, weftStream_t stream) {
-  return collCall(comm, "weftReduce", (struct weftCollArgs){weftCollReduce, sendbuff, recvbuff,
-                  count, 0, datatype, op, root, 0, {0}}, stream);
+  return collCall("weftReduce", COLL_TASK(comm, stream, weftCollReduce, sendbuff, recvbuff,
+                  count, 0, datatype, op, root, 0, {0}));
 }
 WEFT_PROFILING_ALIAS(weftReduce);
 
 WEFT_PUBLIC weftResult_t weftAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                        weftDataType_t datatype, weftComm_t comm,
                                        weftStream_t stream) {
-  return collCall(comm, "weftAllGather", (struct weftCollArgs){weftCollAllGather, sendbuff,
-                  recvbuff, sendcount, 0, datatype, weftSum, -1, 0, {0}}, stream);
+  return collCall("weftAllGather", COLL_TASK(comm, stream, weftCollAllGather, sendbuff,
+                  recvbuff, sendcount, 0, datatype, weftSum, -1, 0, {0}));
 }
 WEFT_PROFILING_ALIAS(weftAllGather);
 
 WEFT_PUBLIC weftResult_t weftReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                            weftDataType_t datatype, weftRedOp_t op,
                                            weftComm_t comm, weftStream_t stream) {
-  return collCall(comm, "weftReduceScatter", (struct weftCollArgs){weftCollReduceScatter,
-                  sendbuff, recvbuff, recvcount, 0, datatype, op, -1, 0, {0}}, stream);
+  return collCall("weftReduceScatter", COLL_TASK(comm, stream, weftCollReduceScatter,
+                  sendbuff, recvbuff, recvcount, 0, datatype, op, -1, 0, {0}));
 }
 WEFT_PROFILING_ALIAS(weftReduceScatter);
 
 WEFT_PUBLIC weftResult_t weftAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                                       weftDataType_t datatype, weftComm_t comm,
                                       weftStream_t stream) {
-  return collCall(comm, "weftAlltoAll", (struct weftCollArgs){weftCollAlltoAll, sendbuff,
-                  recvbuff, count, 0, datatype, weftSum, -1, 0, {0}}, stream);
+  return collCall("weftAlltoAll", COLL_TASK(comm, stream, weftCollAlltoAll, sendbuff,
+                  recvbuff, count, 0, datatype, weftSum, -1, 0, {0}));
 }
 WEFT_PROFILING_ALIAS(weftAlltoAll);
 
 WEFT_PUBLIC weftResult_t weftGather(const void *sendbuff, void *recvbuff, size_t count,
                                     weftDataType_t datatype, int root, weftComm_t comm,
                                     weftStream_t stream) {
-  return collCall(comm, "weftGather", (struct weftCollArgs){weftCollGather, sendbuff, recvbuff,
-                  count, 0, datatype, weftSum, root, 0, {0}}, stream);
+  return collCall("weftGather", COLL_TASK(comm, stream, weftCollGather, sendbuff, recvbuff,
+                  count, 0, datatype, weftSum, root, 0, {0}));
 }
 WEFT_PROFILING_ALIAS(weftGather);
 
 WEFT_PUBLIC weftResult_t weftScatter(const void *sendbuff, void *recvbuff, size_t count,
                                      weftDataType_t datatype, int root, weftComm_t comm,
                                      weftStream_t stream) {
-  return collCall(comm, "weftScatter", (struct weftCollArgs){weftCollScatter, sendbuff, recvbuff,
-                  count, 0, datatype, weftSum, root, 0, {0}}, stream);
+  return collCall("weftScatter", COLL_TASK(comm, stream, weftCollScatter, sendbuff, recvbuff,
+                  count, 0, datatype, weftSum, root, 0, {0}));
 }
 WEFT_PROFILING_ALIAS(weftScatter);

@@ -71,7 +71,7 @@ weftResult_t weftFuseRun(struct weftComm *comm, const struct weftTask *tasks, in
   fused.sendbuff = fused.recvbuff = packed;
   fused.count = count;
   fused.bytes = total;
-  weftResult_t rc = weftCollRun(comm, fused);
+  weftResult_t rc = weftCollRun(comm, &fused);
   for (size_t i = 0, off = 0; rc == weftSuccess && i < (size_t)k; off += tasks[i].coll.bytes, i++)
     memcpy(tasks[i].coll.recvbuff, packed + off, tasks[i].coll.bytes);
   free(packed);

@@ -94,7 +94,8 @@ weftResult_t weftRunTasks(struct weftComm *comm, const struct weftTask *tasks, i
     k = 1;
     if (!tasks[i].isColl) continue;
     k = weftFuseCount(tasks + i, n - i); /* small AllReduces together: lib/fuse.c */
-    WEFTCHECK(k > 1 ? weftFuseRun(comm, tasks + i, k) : weftCollRun(comm, tasks[i].coll));
+    struct weftCollArgs args = tasks[i].coll;
+    WEFTCHECK(k > 1 ? weftFuseRun(comm, tasks + i, k) : weftCollRun(comm, &args));
   }
   return runP2p(comm, tasks, n);
 }

@@ -32,11 +32,12 @@ weftResult_t weftRunTasks(struct weftComm *comm, const struct weftTask *tasks, i
 /* Runs tasks on comm: at once when blocking, else in its operation thread (weftInProgress). */
 weftResult_t weftStartTasks(struct weftComm *comm, const struct weftTask *tasks, int n,
                             const char *api);
-/* Runs one validated collective (lib/coll.c). */
-weftResult_t weftCollRun(struct weftComm *comm, struct weftCollArgs args);
+/* Runs one validated collective (lib/coll.c). It sets args->seq, and a PreMulSum's scaled input
+ * replaces args->sendbuff: callers pass a copy of their own. */
+weftResult_t weftCollRun(struct weftComm *comm, struct weftCollArgs *args);
 /* The part of weftCollRun that runs the collective, without the straggler report's
  * bookkeeping around it: what the report's own exchange calls (lib/straggler.c). */
-weftResult_t weftCollRunAlgo(struct weftComm *comm, struct weftCollArgs args);
+weftResult_t weftCollRunAlgo(struct weftComm *comm, struct weftCollArgs *args);
 /* Why comm cannot take a call now (init in progress, failed, a non-blocking call in flight,
  * aborted), named after api; weftSuccess when it can (lib/coll.c). */
 weftResult_t weftCheckUsable(struct weftComm *comm, const char *api);

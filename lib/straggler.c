@@ -249,7 +249,7 @@ static weftResult_t closeWindow(struct weftComm *comm, struct weftStragglers *s)
   struct weftCollArgs args = {weftCollAllGather, s->mine, s->all, s->recWords, 0, weftUint32,
                               weftSum, -1, 0, {0}};
   WEFTCHECK(weftCheckCall(comm, &args));
-  WEFTCHECK(weftCollRunAlgo(comm, args));
+  WEFTCHECK(weftCollRunAlgo(comm, &args));
   int n = weftStragglerAnalyze(s->all, comm->nranks, s->every, s->minUs, s->named);
   if (n < 0) return weftReportTo(comm, weftSetError(weftSystemError, "straggler report: out of memory"));
   s->nnamed = n;
