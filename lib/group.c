@@ -94,8 +94,12 @@ weftResult_t weftRunTasks(struct weftComm *comm, const struct weftTask *tasks, i
     k = 1;
     if (!tasks[i].isColl) continue;
     k = weftFuseCount(tasks + i, n - i); /* small AllReduces together: lib/fuse.c */
-    struct weftCollArgs args = tasks[i].coll;
-    WEFTCHECK(k > 1 ? weftFuseRun(comm, tasks + i, k) : weftCollRun(comm, &args));
+    if (k > 1) {
+      WEFTCHECK(weftFuseRun(comm, tasks + i, k));
+      continue;
+    }
+    struct weftCollArgs args = tasks[i].coll; /* weftCollRun's to use: the queued task is const */
+    WEFTCHECK(weftCollRun(comm, &args));
   }
   return runP2p(comm, tasks, n);
 }
