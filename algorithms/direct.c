@@ -24,13 +24,23 @@
 #include "direct.h"
 #include "param.h"
 
+/* Settings that decide which path a call takes (every rank must take the same) or the
+ * segment's layout. */
+enum { DIRECT_SHARED_SETTINGS = 4 };
+static const char *const sharedSettingNames[DIRECT_SHARED_SETTINGS] = {
+  "WEFT_DIRECT_EAGER_BYTES", "WEFT_DIRECT_CMA", "WEFT_DIRECT_CMA_MIN_BYTES", "WEFT_DIRECT_CMA_TRIALS"};
+static void sharedSettings(int64_t v[DIRECT_SHARED_SETTINGS]) {
+  v[0] = weftParamDirectEagerBytes(), v[1] = weftParamDirectCma();
+  v[2] = weftParamDirectCmaMinBytes(), v[3] = weftParamDirectCmaTrials();
+}
+
 struct directHello {
   char name[WEFT_SHM_NAME_BYTES];
   int pid;
   int cmaOk;
   int cmaPermille; /* process_vm_readv's rate over memcpy's here, in thousandths */
   uint64_t probeAddr;
-  int64_t eagerBytes; /* WEFT_DIRECT_EAGER_BYTES: every rank must have the same */
+  int64_t settings[DIRECT_SHARED_SETTINGS]; /* every rank must have the same (sharedSettings) */
 };
 
 /* fail line | ctrl[n] | to a page | staging[n][2][chunk] | result[2][chunk] | eager area
@@ -82,14 +92,15 @@ static weftResult_t directMapSegment(struct weftComm *comm, struct directState *
   }
   hello[s->me].pid = (int)getpid();
   hello[s->me].probeAddr = (uint64_t)(uintptr_t)&cmaProbeWord;
-  hello[s->me].eagerBytes = (int64_t)s->eagerBytes;
+  sharedSettings(hello[s->me].settings);
   WEFTCHECK(weftBootstrapAllGather(comm->boot, hello, sizeof *hello, weftDeadline(comm)));
+  const int64_t *mine = hello[s->me].settings;
   for (int r = 0; r < s->n; r++) /* a rank that returned at once would leave the others waiting */
-    if (hello[r].eagerBytes != (int64_t)s->eagerBytes)
-      return weftSetError(weftInvalidUsage,
-                          "direct: WEFT_DIRECT_EAGER_BYTES must be the same on every rank: rank "
-                          "%d has %lld, rank %d %lld", s->me, (long long)s->eagerBytes, r,
-                          (long long)hello[r].eagerBytes);
+    for (int i = 0; i < DIRECT_SHARED_SETTINGS; i++)
+      if (hello[r].settings[i] != mine[i])
+        return weftSetError(weftInvalidUsage, "direct: %s must be the same on every rank: rank "
+                            "%d has %lld, rank %d %lld", sharedSettingNames[i], s->me,
+                            (long long)mine[i], r, (long long)hello[r].settings[i]);
   if (s->me != 0) {
     hello[0].name[sizeof hello[0].name - 1] = '\0';
     WEFTCHECK(weftShmOpen(hello[0].name, s->segBytes, (void **)&s->seg));
@@ -179,7 +190,8 @@ static int directAlloc(struct directState *s, int n) {
   s->bounce = aligned_alloc(64, DIRECT_BOUNCE_BYTES);
   s->accum = aligned_alloc(64, DIRECT_BOUNCE_BYTES);
   s->knownTaken = calloc((size_t)n, sizeof(uint64_t));
-  return s->pids && s->inputs && s->addrs && s->bounce && s->accum && s->knownTaken;
+  s->learn = calloc(DIRECT_LEARN_CLASSES, sizeof *s->learn);
+  return s->pids && s->inputs && s->addrs && s->bounce && s->accum && s->knownTaken && s->learn;
 }
 
 static weftResult_t directInit(struct weftComm *comm, void **state, char *why, size_t whyLen) {
@@ -205,6 +217,8 @@ static weftResult_t directInit(struct weftComm *comm, void **state, char *why, s
   if (s->chunkBytes < (size_t)s->n * 64) s->chunkBytes = ((size_t)s->n * 64 + 4095) / 4096 * 4096;
   s->eagerBytes = (size_t)weftParamDirectEagerBytes();
   s->segBytes = segmentBytes(s->n, s->chunkBytes, s->eagerBytes);
+  s->cmaTrials = weftParamDirectCma() == 1 ? (int)weftParamDirectCmaTrials() : 0;
+  s->trialClass = -1;
   int64_t cmaMin = weftParamDirectCmaMinBytes();
   s->cmaMinBytes = cmaMin > DIRECT_SMALL_BYTES ? (size_t)cmaMin : DIRECT_SMALL_BYTES + 1;
   WEFTCHECKGOTO(directMapSegment(comm, s, hello), rc, fail);
@@ -223,8 +237,8 @@ fail:
   return rc;
 }
 
-static weftResult_t directRun(void *state, struct weftComm *comm, const struct weftCollArgs *a) {
-  struct directState *s = state; /* weftDirectBegin published the signature */
+static weftResult_t directRunPath(struct directState *s, struct weftComm *comm,
+                                  const struct weftCollArgs *a) {
   int eager = weftDirectIsEager(s, a);
   switch (a->coll) {
     case weftCollGather: return eager ? weftDirectEagerGather(comm, s, a) : weftDirectGather(comm, s, a);
@@ -242,6 +256,12 @@ static weftResult_t directRun(void *state, struct weftComm *comm, const struct w
     case weftCollReduceScatter: return weftDirectReduceScatter(comm, s, a);
     default: return weftDirectAllReduce(comm, s, a);
   }
+}
+
+static weftResult_t directRun(void *state, struct weftComm *comm, const struct weftCollArgs *a) {
+  struct directState *s = state; /* weftDirectBegin published the signature */
+  WEFTCHECK(directRunPath(s, comm, a));
+  return s->trialClass >= 0 ? weftDirectTrialEnd(comm, s, a) : weftSuccess;
 }
 
 static double directCost(void *state, const struct weftComm *comm, const struct weftCollArgs *a) {
@@ -266,6 +286,7 @@ static weftResult_t directFinalize(void *state) {
   free(s->bounce);
   free(s->accum);
   free(s->knownTaken);
+  free(s->learn);
   free(s);
   return weftSuccess;
 }

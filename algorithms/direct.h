@@ -6,7 +6,8 @@
  * - direct_allreduce.c: AllReduce; direct_coll.c: Broadcast, Reduce, AllGather, ReduceScatter;
  * - direct_eager.c: Broadcast, Reduce, Gather and Scatter of at most WEFT_DIRECT_EAGER_BYTES,
  *   unsynchronised; direct_gather.c: larger Gather and Scatter, staged;
- * - direct_alltoall.c: AlltoAll, staged or read in place.
+ * - direct_alltoall.c: AlltoAll, staged or read in place;
+ * - direct_learn.c: which of the two paths a class of calls takes, from timed trials.
  * A round is one step every rank takes: it raises its flags of the round in turn (POSTED,
  * then REDUCED, DONE where the collective needs them), and a flag's value is the round. Every
  * round starts with POSTED and a wait for every rank's POSTED (weftDirectArrive), and a rank
@@ -47,12 +48,30 @@ struct directSig {
  * its peer had at the waiter's operation. */
 #define DIRECT_SIG_HISTORY 64
 
+/* Calls that may read peers in place learn which path is faster per class: collective (those
+ * with an in-place path: AllReduce to AlltoAll) and power-of-two size from 16 KiB
+ * (direct_learn.c). */
+#define DIRECT_LEARN_SIZES 32
+#define DIRECT_LEARN_CLASSES ((weftCollAlltoAll + 1) * DIRECT_LEARN_SIZES)
+#define DIRECT_LEARN_MAX_TRIALS 15 /* WEFT_DIRECT_CMA_TRIALS' maximum */
+enum { LEARNED_NONE, LEARNED_STAGED, LEARNED_IN_PLACE };
+
 /* One per rank, in the segment; only its rank writes it (rank 0's fail word excepted). */
 struct directCtrl {
   _Alignas(64) _Atomic uint64_t flag[FLAG_COUNT][8]; /* [i][0] used; the rest pads to a line */
   _Alignas(64) uint64_t sendAddr, recvAddr; /* in-place paths: this round's buffers */
   _Atomic uint64_t opSeq;  /* the operation this rank is in (for timeout messages) */
   struct directSig sig[DIRECT_SIG_HISTORY]; /* [seq % DIRECT_SIG_HISTORY] */
+  /* rank 0's only: the path its trials chose per class (LEARNED_*), read by every rank */
+  _Alignas(64) _Atomic uint8_t learned[DIRECT_LEARN_CLASSES];
+};
+
+/* A rank's own record of one class's trials (direct_learn.c). */
+struct directLearn {
+  uint32_t calls;  /* of this class that could read in place, counted alike on every rank */
+  uint8_t choice;  /* LEARNED_*: once read from rank 0's ctrl */
+  float estimateUs[2]; /* [staged, in place] as the model put them (for the report) */
+  float us[2][DIRECT_LEARN_MAX_TRIALS]; /* rank 0: [staged, in place] trials' times */
 };
 
 /* ---- eager calls (direct_eager.c) ----
@@ -134,6 +153,11 @@ struct directState {
   uint64_t eagerSig[DIRECT_EAGER_DEPTH][2]; /* ... and its count and what (struct directSig) */
   uint64_t eagerChain; /* every eager call's signature so far, hashed (direct_eager.c) */
   uint64_t *knownTaken; /* [n]: what I last read of taken[r][me] */
+  int cmaTrials;  /* WEFT_DIRECT_CMA_TRIALS (0 with WEFT_DIRECT_CMA other than 1) */
+  struct directLearn *learn; /* [DIRECT_LEARN_CLASSES] */
+  int trialClass; /* the running call's class when it is a trial, else -1 */
+  int trialPath;  /* ... and its path: 0 staged, 1 in place */
+  int64_t trialStartNs;
 };
 
 /* Elements of each of the n parts one staged round carries (ReduceScatter's and Scatter's
@@ -190,6 +214,16 @@ static inline int weftDirectTakesInPlace(const struct directState *s, size_t byt
                                          double stagedUs) {
   return weftDirectCanInPlace(s, bytes) && (s->cmaAlways || inPlaceUs < stagedUs);
 }
+/* ---- direct_learn.c ---- */
+/* Whether a call that is running (not costed) reads peers in place: where it could and the
+ * estimates are close, the class's trials decide; weftDirectTakesInPlace's estimate elsewhere
+ * and until they have. */
+int weftDirectRunsInPlace(struct directState *s, const struct weftCollArgs *a, size_t bytes,
+                          double inPlaceUs, double stagedUs);
+/* After a call weftDirectRunsInPlace made a trial: a barrier (so the next call starts with
+ * every rank done with this one), rank 0's timing, and, after the last trial, its choice. */
+weftResult_t weftDirectTrialEnd(struct weftComm *comm, struct directState *s,
+                                const struct weftCollArgs *a);
 /* Bytes per us of an in-place path's copies (memcpy's 8e3 scaled by the peer copy speed). */
 static inline double weftDirectPeerBw(const struct directState *s) {
   return 8e3 * (s->samePid ? 1.0 : s->peerCopySpeed);
@@ -293,8 +327,9 @@ weftResult_t weftDirectAlltoAll(struct weftComm *comm, struct directState *s,
 double weftDirectAlltoAllCost(const struct directState *s, const struct weftComm *comm,
                               const struct weftCollArgs *a);
 /* Broadcast, Reduce, AllGather, ReduceScatter (direct_coll.c). */
-/* Whether Broadcast, Reduce, AllGather or ReduceScatter a takes the in-place path. */
-int weftDirectCollInPlace(const struct directState *s, const struct weftComm *comm,
+/* Whether the running Broadcast, Reduce, AllGather or ReduceScatter a takes the in-place
+ * path (weftDirectRunsInPlace: it may be a trial). */
+int weftDirectCollInPlace(struct directState *s, const struct weftComm *comm,
                           const struct weftCollArgs *a);
 double weftDirectCollCost(const struct directState *s, const struct weftComm *comm,
                           const struct weftCollArgs *a);

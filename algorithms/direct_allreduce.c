@@ -106,17 +106,12 @@ static double inPlaceCost(const struct directState *s, double sync, double b) {
   return 3 * sync + 2.0 + b * 2.5 / weftDirectPeerBw(s);
 }
 
-/* The in-place path where peers can be read and that costs less than staging. */
-static int inPlaceWins(const struct directState *s, const struct weftComm *comm,
-                       const struct weftCollArgs *a) {
-  double sync = weftDirectSyncUs(comm, s->n), b = (double)a->bytes;
-  return weftDirectTakesInPlace(s, a->bytes, inPlaceCost(s, sync, b), stagedCost(s, sync, b));
-}
-
 weftResult_t weftDirectAllReduce(struct weftComm *comm, struct directState *s,
                                  const struct weftCollArgs *a) {
   if (a->bytes <= DIRECT_SMALL_BYTES) return allReduceSmall(comm, s, a);
-  if (inPlaceWins(s, comm, a)) return allReduceInPlace(comm, s, a);
+  double sync = weftDirectSyncUs(comm, s->n), b = (double)a->bytes;
+  if (weftDirectRunsInPlace(s, a, a->bytes, inPlaceCost(s, sync, b), stagedCost(s, sync, b)))
+    return allReduceInPlace(comm, s, a);
   return allReduceStaged(comm, s, a);
 }
 
@@ -124,5 +119,6 @@ double weftDirectAllReduceCost(const struct directState *s, const struct weftCom
                                const struct weftCollArgs *a) {
   double sync = weftDirectSyncUs(comm, s->n), b = (double)a->bytes;
   if (a->bytes <= DIRECT_SMALL_BYTES) return sync + b * (2.0 + s->n) / 10e3;
-  return inPlaceWins(s, comm, a) ? inPlaceCost(s, sync, b) : stagedCost(s, sync, b);
+  double inPlace = inPlaceCost(s, sync, b), staged = stagedCost(s, sync, b);
+  return weftDirectTakesInPlace(s, a->bytes, inPlace, staged) ? inPlace : staged;
 }

@@ -83,20 +83,21 @@ static double alltoAllInPlaceCost(const struct directState *s, const struct weft
   return 2 * weftDirectSyncUs(comm, s->n) + 2.0 + b * (s->n - 1) / weftDirectPeerBw(s) + b / 8e3;
 }
 
-/* Whether the call reads peers in place: the bytes a rank stages are its n - 1 blocks. */
-static int readsInPlace(const struct directState *s, const struct weftComm *comm,
-                            const struct weftCollArgs *a) {
-  return weftDirectTakesInPlace(s, (size_t)(s->n - 1) * a->bytes, alltoAllInPlaceCost(s, comm, a),
-                                alltoAllStagedCost(s, comm, a));
+/* The bytes a rank stages are its n - 1 blocks. */
+static size_t stagedBytes(const struct directState *s, const struct weftCollArgs *a) {
+  return (size_t)(s->n - 1) * a->bytes;
 }
 
 weftResult_t weftDirectAlltoAll(struct weftComm *comm, struct directState *s,
                                 const struct weftCollArgs *a) {
-  if (readsInPlace(s, comm, a)) return alltoAllInPlace(comm, s, a);
+  if (weftDirectRunsInPlace(s, a, stagedBytes(s, a), alltoAllInPlaceCost(s, comm, a),
+                            alltoAllStagedCost(s, comm, a)))
+    return alltoAllInPlace(comm, s, a);
   return alltoAllStaged(comm, s, a);
 }
 
 double weftDirectAlltoAllCost(const struct directState *s, const struct weftComm *comm,
                               const struct weftCollArgs *a) {
-  return readsInPlace(s, comm, a) ? alltoAllInPlaceCost(s, comm, a) : alltoAllStagedCost(s, comm, a);
+  double inPlace = alltoAllInPlaceCost(s, comm, a), staged = alltoAllStagedCost(s, comm, a);
+  return weftDirectTakesInPlace(s, stagedBytes(s, a), inPlace, staged) ? inPlace : staged;
 }

@@ -268,12 +268,13 @@ static double inPlaceCost(const struct directState *s, const struct weftComm *co
   }
 }
 
-int weftDirectCollInPlace(const struct directState *s, const struct weftComm *comm,
+int weftDirectCollInPlace(struct directState *s, const struct weftComm *comm,
                           const struct weftCollArgs *a) {
-  return weftDirectTakesInPlace(s, stagedBytes(s, a), inPlaceCost(s, comm, a), stagedCost(s, comm, a));
+  return weftDirectRunsInPlace(s, a, stagedBytes(s, a), inPlaceCost(s, comm, a), stagedCost(s, comm, a));
 }
 
 double weftDirectCollCost(const struct directState *s, const struct weftComm *comm,
                           const struct weftCollArgs *a) {
-  return weftDirectCollInPlace(s, comm, a) ? inPlaceCost(s, comm, a) : stagedCost(s, comm, a);
+  double inPlace = inPlaceCost(s, comm, a), staged = stagedCost(s, comm, a);
+  return weftDirectTakesInPlace(s, stagedBytes(s, a), inPlace, staged) ? inPlace : staged;
 }
