@@ -260,8 +260,10 @@ static weftResult_t directRunPath(struct directState *s, struct weftComm *comm,
 
 static weftResult_t directRun(void *state, struct weftComm *comm, const struct weftCollArgs *a) {
   struct directState *s = state; /* weftDirectBegin published the signature */
+  s->trialClass = -1;
   WEFTCHECK(directRunPath(s, comm, a));
-  return s->trialClass >= 0 ? weftDirectTrialEnd(comm, s, a) : weftSuccess;
+  if (s->trialClass >= 0) weftDirectTrialEnd(s, a);
+  return weftSuccess;
 }
 
 static double directCost(void *state, const struct weftComm *comm, const struct weftCollArgs *a) {

@@ -71,7 +71,8 @@ struct directLearn {
   uint32_t calls;  /* of this class that could read in place, counted alike on every rank */
   uint8_t choice;  /* LEARNED_*: once read from rank 0's ctrl */
   float estimateUs[2]; /* [staged, in place] as the model put them (for the report) */
-  float us[2][DIRECT_LEARN_MAX_TRIALS]; /* rank 0: [staged, in place] trials' times */
+  uint8_t samples[2]; /* rank 0: timed trials of [staged, in place] so far */
+  float us[2][DIRECT_LEARN_MAX_TRIALS]; /* ... and their times */
 };
 
 /* ---- eager calls (direct_eager.c) ----
@@ -155,7 +156,7 @@ struct directState {
   uint64_t *knownTaken; /* [n]: what I last read of taken[r][me] */
   int cmaTrials;  /* WEFT_DIRECT_CMA_TRIALS (0 with WEFT_DIRECT_CMA other than 1) */
   struct directLearn *learn; /* [DIRECT_LEARN_CLASSES] */
-  int trialClass; /* the running call's class when it is a trial, else -1 */
+  int trialClass; /* rank 0: the running call's class when it is a timed trial, else -1 */
   int trialPath;  /* ... and its path: 0 staged, 1 in place */
   int64_t trialStartNs;
 };
@@ -215,15 +216,16 @@ static inline int weftDirectTakesInPlace(const struct directState *s, size_t byt
   return weftDirectCanInPlace(s, bytes) && (s->cmaAlways || inPlaceUs < stagedUs);
 }
 /* ---- direct_learn.c ---- */
-/* Whether a call that is running (not costed) reads peers in place: where it could and the
- * estimates are close, the class's trials decide; weftDirectTakesInPlace's estimate elsewhere
- * and until they have. */
+/* Whether a call that is running (not costed) reads peers in place: between processes, the
+ * class's trials decide; weftDirectTakesInPlace's estimate elsewhere and until they have. */
 int weftDirectRunsInPlace(struct directState *s, const struct weftCollArgs *a, size_t bytes,
                           double inPlaceUs, double stagedUs);
-/* After a call weftDirectRunsInPlace made a trial: a barrier (so the next call starts with
- * every rank done with this one), rank 0's timing, and, after the last trial, its choice. */
-weftResult_t weftDirectTrialEnd(struct weftComm *comm, struct directState *s,
-                                const struct weftCollArgs *a);
+/* Trial call k of a class with T timed calls a path: its path (0 staged, 1 in place; -1: past
+ * the trials) and whether it is timed. */
+int weftDirectTrialAt(int T, uint32_t k, int *timed);
+/* Rank 0, after a call weftDirectRunsInPlace made a timed trial: its time, and after the last
+ * trial the class's choice. */
+void weftDirectTrialEnd(struct directState *s, const struct weftCollArgs *a);
 /* Bytes per us of an in-place path's copies (memcpy's 8e3 scaled by the peer copy speed). */
 static inline double weftDirectPeerBw(const struct directState *s) {
   return 8e3 * (s->samePid ? 1.0 : s->peerCopySpeed);

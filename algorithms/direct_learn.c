@@ -6,15 +6,19 @@
  * for each copy and two cached copies are not what a large call pays. So calls between
  * processes that could take either path time both (threads of one process read each other
  * with memcpy, which the estimate knows):
- * - per class (collective, power-of-two size), calls 0 .. 2T - 1 (T: WEFT_DIRECT_CMA_TRIALS)
- *   alternate the staged path (even calls) and the in-place one (odd), each ended by a
- *   barrier round, so that every trial starts with every rank done with the last and its
- *   time is its own (a staged call's last copies would otherwise be paid in the next call);
- * - rank 0 times each trial from its start to the barrier (the time of the slowest rank) and
- *   after call 2T - 1 writes the path of the lower median into its ctrl's learned[class];
- * - call 2T takes the estimate, and from call 2T + 1 every rank reads the choice: a rank
- *   starts call 2T + 1 only after call 2T's first round, which waited for rank 0's post of
- *   it, which rank 0 made after writing, and a post releases what came before it.
+ * - per class (collective, power-of-two size), the first calls are trials: T timed calls of
+ *   each path (T: WEFT_DIRECT_CMA_TRIALS), in the order staged, in place, in place, staged,
+ *   staged, ... (so a drift of the machine's speed weighs on both alike), and the first call
+ *   of each run of one path untimed: a path's call pays for the one before it (a staged call
+ *   leaves its last copies to its peers, which the next call waits for; a first call touches
+ *   the buffers' new pages), so only a call after one of its own path is its steady cost.
+ *   T = 2: staged, staged*, in place, in place*, in place*, staged, staged* (* timed);
+ * - rank 0 times them, from the start of its call to its end, and after the last writes the
+ *   path of the lower median into its ctrl's learned[class];
+ * - the call after the trials takes the estimate, and from the next one every rank reads the
+ *   choice: a rank starts that one only after the first round of the call before, which
+ *   waited for rank 0's post of it, which rank 0 made after writing, and a post releases what
+ *   came before it.
  * Every rank counts the same calls: the tuner chose this algorithm for the same calls on
  * every rank, and whether a call may read in place depends on its size and on what init made
  * the same everywhere (direct.c refuses different settings). A rank called with another size
@@ -22,7 +26,6 @@
  * does before that round (staging its own data, publishing its addresses) harms nobody. */
 #include <string.h>
 
-#include "check.h"
 #include "collname.h"
 #include "deadline.h"
 #include "direct.h"
@@ -43,24 +46,39 @@ static int worthTrials(const struct directState *s, const struct weftCollArgs *a
   return s->cmaTrials > 0 && !s->samePid && (int)a->coll <= (int)weftCollAlltoAll;
 }
 
+/* Timed sample j (of 2T) takes path ((j + 1) / 2) % 2. */
+int weftDirectTrialAt(int T, uint32_t k, int *timed) {
+  uint32_t call = 0;
+  for (int j = 0; j < 2 * T; j++) {
+    int path = ((j + 1) >> 1) & 1, before = (j >> 1) & 1; /* sample j - 1's */
+    if ((j == 0 || path != before) && call++ == k) return *timed = 0, path;
+    if (call++ == k) return *timed = 1, path;
+  }
+  return -1;
+}
+
+static uint32_t trialCalls(int T) {
+  uint32_t k = 0;
+  for (int timed; weftDirectTrialAt(T, k, &timed) >= 0;) k++;
+  return k;
+}
+
 int weftDirectRunsInPlace(struct directState *s, const struct weftCollArgs *a, size_t bytes,
                           double inPlaceUs, double stagedUs) {
   int estimate = weftDirectTakesInPlace(s, bytes, inPlaceUs, stagedUs);
-  if (!weftDirectCanInPlace(s, bytes) || s->cmaAlways || !worthTrials(s, a))
-    return estimate;
-  int c = classOf(a);
+  if (!weftDirectCanInPlace(s, bytes) || s->cmaAlways || !worthTrials(s, a)) return estimate;
+  int c = classOf(a), timed;
   struct directLearn *l = &s->learn[c];
-  uint32_t call = l->calls, trials = 2 * (uint32_t)s->cmaTrials;
+  uint32_t call = l->calls;
   if (l->calls < UINT32_MAX) l->calls++;
   if (l->choice != LEARNED_NONE) return l->choice == LEARNED_IN_PLACE;
-  if (call < trials) {
+  int path = weftDirectTrialAt(s->cmaTrials, call, &timed);
+  if (path >= 0) {
     l->estimateUs[0] = (float)stagedUs, l->estimateUs[1] = (float)inPlaceUs;
-    s->trialClass = c;
-    s->trialPath = (int)(call & 1);
-    s->trialStartNs = weftNowNs();
-    return s->trialPath;
+    if (timed && s->me == 0) s->trialClass = c, s->trialPath = path, s->trialStartNs = weftNowNs();
+    return path;
   }
-  if (call == trials) return estimate; /* rank 0's choice may not be visible yet */
+  if (call == trialCalls(s->cmaTrials)) return estimate; /* rank 0's choice may not be visible yet */
   l->choice = atomic_load_explicit(&s->ctrl[0].learned[c], memory_order_relaxed);
   return l->choice == LEARNED_NONE ? estimate : l->choice == LEARNED_IN_PLACE;
 }
@@ -79,25 +97,21 @@ static float medianOf(const float *v, int n) {
 /* Rank 0, after the last trial of class c: the faster path, for every rank to read. */
 static void publishChoice(struct directState *s, const struct weftCollArgs *a, int c) {
   const struct directLearn *l = &s->learn[c];
-  float staged = medianOf(l->us[0], s->cmaTrials), inPlace = medianOf(l->us[1], s->cmaTrials);
+  float staged = medianOf(l->us[0], l->samples[0]), inPlace = medianOf(l->us[1], l->samples[1]);
   uint8_t pick = inPlace < staged ? LEARNED_IN_PLACE : LEARNED_STAGED;
   atomic_store_explicit(&s->ctrl[0].learned[c], pick, memory_order_relaxed);
   size_t low = (size_t)1 << (DIRECT_LEARN_MIN_SHIFT + c % DIRECT_LEARN_SIZES);
   INFO(WEFT_TUNE, "direct: %s of %zu to %zu bytes: staged %.1f us, in place %.1f us (medians of "
-       "%d trials; estimated %.1f and %.1f), so %s from its next call but one",
+       "%d timed calls each; estimated %.1f and %.1f), so %s from its next call but one",
        weftCollName(a->coll), low, 2 * low - 1, staged, inPlace, s->cmaTrials, l->estimateUs[0],
        l->estimateUs[1], pick == LEARNED_IN_PLACE ? "in place" : "staged");
 }
 
-weftResult_t weftDirectTrialEnd(struct weftComm *comm, struct directState *s,
-                                const struct weftCollArgs *a) {
+void weftDirectTrialEnd(struct directState *s, const struct weftCollArgs *a) {
   int c = s->trialClass;
   s->trialClass = -1;
-  WEFTCHECK(weftDirectArrive(comm, s, a, ++s->seq, 0));
-  if (s->me != 0) return weftSuccess;
   struct directLearn *l = &s->learn[c];
-  uint32_t call = l->calls - 1;
-  l->us[s->trialPath][call / 2] = (float)(weftNowNs() - s->trialStartNs) / 1e3f;
-  if (call + 1 == 2 * (uint32_t)s->cmaTrials) publishChoice(s, a, c);
-  return weftSuccess;
+  if (l->samples[s->trialPath] < DIRECT_LEARN_MAX_TRIALS)
+    l->us[s->trialPath][l->samples[s->trialPath]++] = (float)(weftNowNs() - s->trialStartNs) / 1e3f;
+  if (l->calls == trialCalls(s->cmaTrials)) publishChoice(s, a, c); /* the last is timed */
 }

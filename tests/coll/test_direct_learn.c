@@ -2,9 +2,9 @@
  * segment, made from timed trials (algorithms/direct_learn.c), between processes
  * (WEFT_DIRECT_CMA=1, the default):
  * - every collective with both paths (AllReduce, Broadcast, Reduce, AllGather, ReduceScatter,
- *   AlltoAll), called often enough to run its trials (2 x WEFT_DIRECT_CMA_TRIALS calls of a
- *   size class) and then on the choice: every call's result is exact, and rank 0 alone reports
- *   one choice per collective, with both paths' times;
+ *   AlltoAll), called often enough to run its trials (7 calls of a size class with
+ *   WEFT_DIRECT_CMA_TRIALS=2) and then on the choice: every call's result is exact, and rank 0
+ *   alone reports one choice per collective, with both paths' times;
  * - WEFT_DIRECT_CMA_TRIALS=0: the same calls exact, and no trial reported;
  * - ranks with different WEFT_DIRECT_CMA_TRIALS: init fails on every rank with
  *   weftInvalidUsage naming the setting (they would take different paths), and no segment is
@@ -26,7 +26,7 @@
 TestSuite(direct_learn, .timeout = 300);
 
 #define NPROCS 3
-#define CALLS_PER_CLASS 8 /* past the default trials (4 calls) and the call between */
+#define CALLS_PER_CLASS 10 /* past the default trials (7 calls) and the call between */
 
 /* 50021 int32 (195 KiB a rank): one size class per collective, above the one-round size. */
 static const size_t learnCounts[] = {50021};
@@ -41,9 +41,9 @@ static const struct learnCase {
 } cases[] = {
   {{weftCollBroadcast, learnCounts, 1, learnTypes, 1, 0}, 2},     /* 3 roots x 2 */
   {{weftCollReduce, learnCounts, 1, learnTypes, 1, 0}, 1},        /* 4 ops x 3 roots x 2 */
-  {{weftCollAllGather, learnCounts, 1, learnTypes, 1, 0}, 4},     /* 2 */
-  {{weftCollReduceScatter, learnCounts, 1, learnTypes, 1, 0}, 1}, /* 4 ops x 2 */
-  {{weftCollAlltoAll, learnCounts, 1, learnTypes, 1, 0}, 8},      /* 1 */
+  {{weftCollAllGather, learnCounts, 1, learnTypes, 1, 0}, 5},     /* 2 */
+  {{weftCollReduceScatter, learnCounts, 1, learnTypes, 1, 0}, 2}, /* 4 ops x 2 */
+  {{weftCollAlltoAll, learnCounts, 1, learnTypes, 1, 0}, 10},     /* 1 */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
