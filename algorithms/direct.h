@@ -223,6 +223,8 @@ int weftDirectRunsInPlace(struct directState *s, const struct weftCollArgs *a, s
 /* Trial call k of a class with T timed calls a path: its path (0 staged, 1 in place; -1: past
  * the trials) and whether it is timed. */
 int weftDirectTrialAt(int T, uint32_t k, int *timed);
+/* The path (LEARNED_*) of trials' medians: the estimate's unless the other path was 10% faster. */
+uint8_t weftDirectLearnPick(int estimateInPlace, double stagedUs, double inPlaceUs);
 /* Rank 0, after a call weftDirectRunsInPlace made a timed trial: its time, and after the last
  * trial the class's choice. */
 void weftDirectTrialEnd(struct directState *s, const struct weftCollArgs *a);

@@ -2,7 +2,8 @@
  * here (no segment, no peers): the trial schedule for every WEFT_DIRECT_CMA_TRIALS (T timed
  * calls of each path, each after a call of its own path, in an order a linear drift of the
  * machine's speed weighs on alike), and the choice: the faster path (made faster here by
- * sleeping in the other's trials) published by rank 0, taken by rank 0 and another rank from
+ * sleeping in the other's trials, and only where it is 10% faster than the estimate's path)
+ * published by rank 0, taken by rank 0 and another rank from
  * the second call after the trials and not before, and never for threads of one process or
  * calls too small to read in place. */
 #include <criterion/criterion.h>
@@ -110,4 +111,13 @@ Test(direct_learn_unit, no_trials_where_the_estimate_holds) {
   cr_expect_lt(s->trialClass, 0, "a trial timed");
   freeState(s);
   free(ctrl);
+}
+
+Test(direct_learn_unit, the_estimate_stands_within_ten_percent) {
+  cr_expect_eq(weftDirectLearnPick(1, 95.0, 100.0), LEARNED_IN_PLACE, "staged 5% faster");
+  cr_expect_eq(weftDirectLearnPick(1, 89.0, 100.0), LEARNED_STAGED, "staged 11% faster");
+  cr_expect_eq(weftDirectLearnPick(0, 100.0, 95.0), LEARNED_STAGED, "in place 5% faster");
+  cr_expect_eq(weftDirectLearnPick(0, 100.0, 89.0), LEARNED_IN_PLACE, "in place 11% faster");
+  cr_expect_eq(weftDirectLearnPick(0, 100.0, 120.0), LEARNED_STAGED);
+  cr_expect_eq(weftDirectLearnPick(1, 120.0, 100.0), LEARNED_IN_PLACE);
 }
