@@ -114,10 +114,10 @@ Test(direct_learn_unit, no_trials_where_the_estimate_holds) {
 }
 
 Test(direct_learn_unit, the_estimate_stands_within_ten_percent) {
-  cr_expect_eq(weftDirectLearnPick(1, 95.0, 100.0), LEARNED_IN_PLACE, "staged 5% faster");
-  cr_expect_eq(weftDirectLearnPick(1, 89.0, 100.0), LEARNED_STAGED, "staged 11% faster");
-  cr_expect_eq(weftDirectLearnPick(0, 100.0, 95.0), LEARNED_STAGED, "in place 5% faster");
-  cr_expect_eq(weftDirectLearnPick(0, 100.0, 89.0), LEARNED_IN_PLACE, "in place 11% faster");
+  cr_expect_eq(weftDirectLearnPick(1, 95.0, 100.0), LEARNED_IN_PLACE, "staged 5 percent faster");
+  cr_expect_eq(weftDirectLearnPick(1, 89.0, 100.0), LEARNED_STAGED, "staged 11 percent faster");
+  cr_expect_eq(weftDirectLearnPick(0, 100.0, 95.0), LEARNED_STAGED, "in place 5 percent faster");
+  cr_expect_eq(weftDirectLearnPick(0, 100.0, 89.0), LEARNED_IN_PLACE, "in place 11 percent faster");
   cr_expect_eq(weftDirectLearnPick(0, 100.0, 120.0), LEARNED_STAGED);
   cr_expect_eq(weftDirectLearnPick(1, 120.0, 100.0), LEARNED_IN_PLACE);
 }
