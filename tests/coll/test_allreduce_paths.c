@@ -7,7 +7,6 @@
  *   shared segment (WEFT_DIRECT_CMA=0), each confirmed by the algorithm's INIT log; by
  *   default (1, each call by cost) every rank holds the same measured peer copy speed. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "caps.h"
 #include "core.h"
 #include "harness.h"
+#include "ranklogs.h"
 
 TestSuite(identical_bits, .timeout = 600);
 TestSuite(direct_paths, .timeout = 300);
@@ -64,33 +64,6 @@ Test(identical_bits, hosts_3x1) { identicalOnEveryRank(3, 1, 1); }
 
 /* ---- the direct algorithm's two paths between processes ---- */
 
-/* Lines of the logs this test's ranks wrote (WEFT_DEBUG_FILE=<prefix>.<pid>) that contain
- * needle; removes the logs. */
-/* Lines of the ranks' logs holding needle; *differ (if not NULL): how many of them differ
- * from the first from needle on. */
-static int logLinesAgreeing(const char *prefix, const char *needle, int *differ) {
-  const char *base = strrchr(prefix, '/') + 1;
-  char first[1024] = "";
-  DIR *d = opendir("/tmp");
-  cr_assert_not_null(d);
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    if (strncmp(e->d_name, base, strlen(base)) != 0) continue;
-    char path[512], line[1024];
-    snprintf(path, sizeof path, "/tmp/%s", e->d_name);
-    FILE *f = fopen(path, "r");
-    for (char *at; f != NULL && fgets(line, sizeof line, f) != NULL;) {
-      if ((at = strstr(line, needle)) == NULL) continue;
-      if (n++ == 0) snprintf(first, sizeof first, "%s", at);
-      else if (differ != NULL) *differ += strcmp(first, at) != 0;
-    }
-    if (f != NULL) fclose(f);
-    unlink(path);
-  }
-  closedir(d);
-  return n;
-}
-
 /* Counts from below the in-place threshold to several chunks past it, every op on floats and
  * integers: exact results (tests/common/pattern.c) on both paths. */
 static const size_t directCounts[] = {4099, 262147, (1u << 20) + 3};
@@ -99,19 +72,18 @@ static const weftRedOp_t directOps[] = {weftSum, weftMax, weftAvg};
 static const struct collMatrix directMatrix = {directCounts, 3, directTypes, 4, directOps, 3};
 
 static void directPath(const char *cma, const char *expectLog, int *differ) {
-  char prefix[64], file[80];
-  snprintf(prefix, sizeof prefix, "/tmp/weft-direct-path-%d", (int)getpid());
-  snprintf(file, sizeof file, "%s.%%p", prefix);
+  char base[64];
+  snprintf(base, sizeof base, "weft-direct-path-%d", (int)getpid());
   setenv("WEFT_ALGO", "direct", 1);
   setenv("WEFT_DIRECT_CMA", cma, 1);
   setenv("WEFT_DEBUG", "INFO", 1);
   setenv("WEFT_DEBUG_SUBSYS", "SHM", 1);
-  setenv("WEFT_DEBUG_FILE", file, 1);
+  rankLogsTo(base);
   collMatrixPrepare(&directMatrix, 3);
   long failures = runRanks(3, 1, collMatrixBody, (void *)&directMatrix, 300);
   unsetenv("WEFT_DEBUG");
   unsetenv("WEFT_DEBUG_FILE");
-  int lines = logLinesAgreeing(prefix, expectLog, differ);
+  int lines = rankLogLines(base, expectLog, NULL, 0, differ, 1);
   cr_assert_eq(failures, 0, "WEFT_DIRECT_CMA=%s: %ld failures", cma, failures);
   cr_assert_eq(lines, 3, "WEFT_DIRECT_CMA=%s: %d of 3 ranks logged \"%s\"", cma, lines, expectLog);
 }

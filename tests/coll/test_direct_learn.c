@@ -10,7 +10,6 @@
  *   weftInvalidUsage naming the setting (they would take different paths), and no segment is
  *   left behind. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +21,7 @@
 #include "collname.h"
 #include "forked.h"
 #include "harness.h"
+#include "ranklogs.h"
 
 TestSuite(direct_learn, .timeout = 300);
 
@@ -58,40 +58,18 @@ static long learnBody(weftComm_t comm, int rank, int n, void *arg) {
   return failures;
 }
 
-/* Lines of every log /tmp/<base>* holding needle (reports its first in first); removes the
- * logs when remove is set. */
-static int logLines(const char *base, const char *needle, char *first, size_t len, int remove) {
-  DIR *d = opendir("/tmp");
-  cr_assert_not_null(d);
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    if (strncmp(e->d_name, base, strlen(base)) != 0) continue;
-    char path[512], line[1024];
-    snprintf(path, sizeof path, "/tmp/%s", e->d_name);
-    FILE *f = fopen(path, "r");
-    for (char *at; f != NULL && fgets(line, sizeof line, f) != NULL;)
-      if ((at = strstr(line, needle)) != NULL && n++ == 0 && first != NULL)
-        snprintf(first, len, "%s", at);
-    if (f != NULL) fclose(f);
-    if (remove) unlink(path);
-  }
-  closedir(d);
-  return n;
-}
-
 /* Runs the body on NPROCS processes with WEFT_DIRECT_CMA_TRIALS=trials; returns the choices
  * reported per collective (by coll) in reported. */
 static void runLearning(const char *trials, int reported[weftCollAlltoAll + 1]) {
-  char base[64], file[96];
+  char base[64];
   snprintf(base, sizeof base, "weft-direct-learn-%d", (int)getpid());
-  snprintf(file, sizeof file, "/tmp/%s.%%p", base);
   setenv("WEFT_ALGO", "direct", 1);
   setenv("WEFT_DIRECT_CMA", "1", 1);
   setenv("WEFT_DIRECT_CMA_MIN_BYTES", "0", 1);
   setenv("WEFT_DIRECT_CMA_TRIALS", trials, 1);
   setenv("WEFT_DEBUG", "INFO", 1);
   setenv("WEFT_DEBUG_SUBSYS", "TUNE", 1);
-  setenv("WEFT_DEBUG_FILE", file, 1);
+  rankLogsTo(base);
   collMatrixPrepare(&allReduceMatrix, NPROCS);
   for (size_t c = 0; c < NCASES; c++) collSweepPrepare(&cases[c].sweep, NPROCS);
   long failures = runRanks(NPROCS, 1, learnBody, NULL, 240);
@@ -106,7 +84,7 @@ static void runLearning(const char *trials, int reported[weftCollAlltoAll + 1]) 
   for (int c = 0; c <= weftCollAlltoAll; c++) {
     char needle[64], line[1024] = "";
     snprintf(needle, sizeof needle, "direct: %s of ", weftCollName((weftColl_t)c));
-    reported[c] = logLines(base, needle, line, sizeof line, 0);
+    reported[c] = rankLogLines(base, needle, line, sizeof line, NULL, 0);
     double staged = 0, inPlace = 0;
     const char *times = strstr(line, "bytes: staged ");
     if (reported[c] > 0)
@@ -114,7 +92,7 @@ static void runLearning(const char *trials, int reported[weftCollAlltoAll + 1]) 
                                         &inPlace) == 2 && staged > 0 && inPlace > 0,
                 "%s: a choice without both paths' times: %s", needle, line);
   }
-  logLines(base, "", NULL, 0, 1);
+  rankLogLines(base, "", NULL, 0, NULL, 1);
 }
 
 Test(direct_learn, trials_choose_once_per_class) {
