@@ -45,8 +45,9 @@ static int classOf(const struct weftCollArgs *a) {
   return (int)a->coll * DIRECT_LEARN_SIZES + size;
 }
 
-/* A trial costs at most 2T calls of a class once (the benchmarks' warmup holds them), a wrong
- * estimate every call after: every class whose calls can take both paths is timed. */
+/* The trials cost a class's first 3T + 1 calls once (2T timed, T + 1 untimed; a benchmark's
+ * warm-up at that size holds them), a wrong estimate every call after: every class whose calls
+ * can take both paths is timed. */
 static int worthTrials(const struct directState *s, const struct weftCollArgs *a) {
   return s->cmaTrials > 0 && !s->samePid && (int)a->coll <= (int)weftCollAlltoAll;
 }
