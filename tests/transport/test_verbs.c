@@ -277,10 +277,11 @@ static uint64_t channelWakes(const struct weftConn *c) {
 }
 
 /* A held-back sender wakes by the channel only where the peer's credit comes while it sleeps,
- * not while it looks at its links between two sleeps: under the VM's emulation about 1 time
- * in 3 it does not (the credit is then taken by the next look; 2 of 20 runs of 4 rounds saw
- * no channel wake on the sender at all). Six rounds that hold back each rank make a false
- * failure about 0.1%; a channel that never wakes still fails every run. */
+ * not while it looks at its links between two sleeps (the credit is then taken by that look):
+ * under the VM's emulation the sender woke so 1 to 3 times in a run of 4 rounds (14 runs
+ * counted), and 1 of 26 runs, like a CI run of 2026-12-07, saw no such wake at all. Six
+ * rounds that hold back each rank (20 of 20 runs passed) make that rare; a channel that never
+ * wakes still fails every run. */
 enum { SLEEPER_COUNT = 100003, SLEEPER_ROUNDS = 12 };
 
 /* Round r's call failed or left a wrong element: its count of failures. */
